@@ -1,0 +1,150 @@
+"""Opening an API client and reading what the API server answered.
+
+This module owns the two things every I/O part needs from kubernetes_asyncio: a
+configured :class:`ApiClient` (in-cluster service account or kubeconfig) with a
+connection pool sized for the watches and delete workers that share it, and
+:func:`api_status`, which turns any exception from a request into the ``Status``
+the server sent (or a transport failure). Decisions about what a status *means* belong
+to the callers; this module never retries and never logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from zombied.errors import KubeconfigError
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+#: Status code used for failures that never reached an HTTP answer.
+TRANSPORT_ERROR = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ApiStatus:
+    """The outcome of a failed request, as the API server's ``Status`` object says."""
+
+    code: int
+    reason: str
+    message: str
+    retry_after: float | None = None
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying with backoff: throttling, server errors, transport failures."""
+        return self.code in (TRANSPORT_ERROR, 429) or self.code >= 500
+
+
+def in_cluster() -> bool:
+    """True when running in a pod with a service account token mounted."""
+    return "KUBERNETES_SERVICE_HOST" in os.environ and (SERVICE_ACCOUNT_DIR / "token").exists()
+
+
+def own_namespace() -> str | None:
+    """The namespace of the pod we run in, from the service account, if any."""
+    try:
+        return (SERVICE_ACCOUNT_DIR / "namespace").read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+@asynccontextmanager
+async def open_api_client(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    *,
+    pool_size: int = 100,
+) -> AsyncIterator[client.ApiClient]:
+    """Yield an ApiClient for the cluster and close it on exit.
+
+    With neither ``kubeconfig`` nor ``context`` and a mounted service account, the
+    in-cluster configuration is used; otherwise the kubeconfig (``$KUBECONFIG`` or
+    ``~/.kube/config`` by default). Any failure to load raises :class:`KubeconfigError`
+    with a one-line message.
+    """
+    configuration = client.Configuration()
+    use_in_cluster = kubeconfig is None and context is None and in_cluster()
+    path = None if use_in_cluster else _kubeconfig_path(kubeconfig)
+    try:
+        if path is None:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await config.load_kube_config(
+                config_file=path,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+    except Exception as exc:  # yaml, key and config errors alike: a config problem, not a crash
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        option = "--context" if context and "context" in detail.lower() else "--kubeconfig"
+        raise KubeconfigError(f"{option}: cannot load cluster credentials: {detail}") from exc
+    configuration.connection_pool_maxsize = pool_size
+    api = client.ApiClient(configuration)
+    try:
+        yield api
+    finally:
+        await api.close()
+
+
+def _kubeconfig_path(kubeconfig: str | None) -> str:
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    path = path or str(Path("~/.kube/config").expanduser())
+    if not Path(path).is_file():
+        raise KubeconfigError(f"--kubeconfig: no kubeconfig file at {path}")
+    return path
+
+
+def api_status(exc: BaseException) -> ApiStatus | None:
+    """What the server said, for an exception raised by a request; None if not an API error.
+
+    ``ApiException`` carries the HTTP status and usually a ``Status`` body; timeouts and
+    connection failures become :data:`TRANSPORT_ERROR`.
+    """
+    if isinstance(exc, ApiException):
+        code = int(exc.status or TRANSPORT_ERROR)
+        reason = str(exc.reason or "")
+        message = ""
+        try:
+            body = json.loads(exc.body) if exc.body else {}
+        except (TypeError, ValueError):
+            body = {}
+        if isinstance(body, dict) and body.get("kind") == "Status":
+            reason = str(body.get("reason") or reason)
+            message = str(body.get("message") or "")
+        retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+        return ApiStatus(code, reason, message, retry_after)
+    if isinstance(exc, (aiohttp.ClientError, TimeoutError, ConnectionError)):
+        return ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc))
+    return None
+
+
+def status_from_object(obj: object) -> ApiStatus | None:
+    """A ``Status`` object found in a watch ``ERROR`` event (or anywhere else) as ApiStatus."""
+    if not isinstance(obj, dict) or obj.get("kind") != "Status":
+        return None
+    code = obj.get("code")
+    return ApiStatus(
+        code=code if isinstance(code, int) else TRANSPORT_ERROR,
+        reason=str(obj.get("reason") or ""),
+        message=str(obj.get("message") or ""),
+    )
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # HTTP-date form: the API server never sends it; fall back to backoff
+    return seconds if seconds >= 0 else None

@@ -1,0 +1,74 @@
+"""Exponential backoff with jitter for reconnecting to a failing API server.
+
+It mirrors client-go's reflector backoff: the delay starts at ``initial``, grows by
+``factor`` per consecutive failure up to ``cap``, gets up to ``jitter`` times itself
+added at random so that many clients do not reconnect in lock-step, and starts over
+once the last failure is older than ``reset_after`` (the stream was healthy long
+enough). Unlike client-go the jittered delay never exceeds ``cap``, so the cap is a
+promise operators can rely on. It only computes delays: it never sleeps and never
+reads a wall clock (callers pass loop or monotonic time).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+__all__ = ["Backoff"]
+
+
+class Backoff:
+    """Delays for consecutive failures; call `next` on each failure, `reset` on success."""
+
+    # Positional parameters kept so the signature reads like client-go's Backoff.
+    def __init__(  # noqa: PLR0917
+        self,
+        initial: float = 0.8,
+        cap: float = 30.0,
+        factor: float = 2.0,
+        jitter: float = 1.0,
+        reset_after: float = 60.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not (initial > 0 and cap >= initial and factor >= 1 and jitter >= 0):
+            raise ValueError(
+                "backoff needs initial > 0, cap >= initial, factor >= 1 and jitter >= 0"
+            )
+        if not reset_after > 0:
+            raise ValueError(f"reset_after must be > 0, got {reset_after}")
+        self.initial = initial
+        self.cap = cap
+        self.factor = factor
+        self.jitter = jitter
+        self.reset_after = reset_after
+        self._rng = rng if rng is not None else random.Random()
+        self._failures = 0
+        self._last: float | None = None
+
+    @property
+    def failures(self) -> int:
+        """Consecutive failures counted since the last reset."""
+        return self._failures
+
+    def next(self, now: float | None = None) -> float:
+        """Record a failure at ``now`` (default: monotonic clock); return the delay."""
+        if now is None:
+            now = time.monotonic()
+        if self._last is not None and now - self._last > self.reset_after:
+            self._failures = 0
+        self._last = now
+        # The exponent is clamped so that a long outage never overflows a float.
+        exponent = min(self._failures, 1024)
+        self._failures += 1
+        try:
+            base = min(self.cap, self.initial * self.factor**exponent)
+        except OverflowError:
+            base = self.cap
+        delay = base * (1.0 + self.jitter * self._rng.random())
+        return min(self.cap, delay) if math.isfinite(delay) else self.cap
+
+    def reset(self) -> None:
+        """Forget past failures: the next delay is ``initial`` again (plus jitter)."""
+        self._failures = 0
+        self._last = None

@@ -1,0 +1,268 @@
+"""The small, immutable view of a pod that the rest of zombied works with.
+
+`parse_pod` turns the raw JSON dict the API server sent (LIST item or WATCH object)
+into a `PodSnapshot` holding only what the rules, the reaper and the logs need, so
+memory grows with the number of terminal pods and not with the size of their specs.
+The input is treated as hostile: it may come from a broken or malicious server, so
+every field is type-checked. Only the fields a safe DELETE depends on (namespace,
+name, uid) are mandatory; anything else that is missing or malformed degrades to an
+empty value. This module must never keep a reference into the raw object and never
+does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
+from types import MappingProxyType
+from typing import Final
+
+KEEP_ANNOTATION: Final = "zombied.io/keep"
+TERMINAL_PHASES: Final = frozenset({"Failed", "Succeeded"})
+
+# Real API objects are far below these sizes; the caps only bound what a hostile
+# server can make us hold per pod.
+_MAX_NAME: Final = 253
+_MAX_UID: Final = 128
+_MAX_REASON: Final = 256
+_MAX_MESSAGE: Final = 1024
+_MAX_LABELS: Final = 256
+_MAX_LABEL_TEXT: Final = 1024
+
+_EMPTY_LABELS: Final[Mapping[str, str]] = MappingProxyType({})
+
+_RFC3339: Final = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+)
+
+
+class PodParseError(ValueError):
+    """The object lacks a field needed to delete it safely; the message says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class PodSnapshot:
+    """What zombied remembers about one pod."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str = ""
+    phase: str = ""
+    reason: str = ""
+    message: str = ""
+    node: str = ""
+    owner_kind: str = ""
+    owner_name: str = ""
+    deleting: bool = False
+    keep: bool = False
+    terminated_at: datetime | None = None
+    disruption_target: bool = False
+    # Excluded from the hash because a read-only mapping is not hashable; equality
+    # still compares it.
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY_LABELS, hash=False)
+
+    @property
+    def key(self) -> str:
+        """The work-queue key: ``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the pod is in a phase the kubelet never leaves (Failed/Succeeded)."""
+        return self.phase in TERMINAL_PHASES
+
+
+def parse_time(value: object) -> datetime | None:
+    """Parse an RFC 3339 timestamp into an aware UTC datetime; None when invalid.
+
+    Accepts ``Z`` or a numeric offset and any number of fractional digits (the API
+    server uses nanoseconds in some fields; sub-microsecond digits are dropped).
+    """
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    match = _RFC3339.fullmatch(value.strip())
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, frac, zulu, sign, off_h, off_m = match.groups()
+    micros = int((frac or "0")[:6].ljust(6, "0"))
+    try:
+        if zulu:
+            tz: timezone = UTC
+        else:
+            offset = timedelta(hours=int(off_h), minutes=int(off_m))
+            if offset >= timedelta(hours=24):
+                return None
+            tz = timezone(-offset if sign == "-" else offset)
+        # A leap second (":60") is folded onto the last representable instant.
+        stamp = datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour),
+            int(minute),
+            min(int(second), 59),
+            micros,
+            tzinfo=tz,
+        )
+        return stamp.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def parse_pod(obj: object) -> PodSnapshot:
+    """Build a `PodSnapshot` from a pod as the API serves it.
+
+    Raises `PodParseError` only when namespace, name or uid is missing or unusable;
+    every other problem degrades to an empty value.
+    """
+    if not isinstance(obj, Mapping):
+        raise PodParseError(f"pod is not an object but {type(obj).__name__}")
+    metadata = _mapping(obj.get("metadata"))
+    if metadata is None:
+        raise PodParseError("metadata is missing or not an object")
+    namespace = _identifier(metadata, "namespace", _MAX_NAME)
+    name = _identifier(metadata, "name", _MAX_NAME)
+    uid = _identifier(metadata, "uid", _MAX_UID)
+
+    spec = _mapping(obj.get("spec")) or {}
+    status = _mapping(obj.get("status")) or {}
+    phase = _text(status.get("phase"), _MAX_REASON)
+    owner_kind, owner_name = _owner(metadata.get("ownerReferences"))
+    annotations = _mapping(metadata.get("annotations")) or {}
+    keep_value = annotations.get(KEEP_ANNOTATION)
+    conditions = _conditions(status.get("conditions"))
+    disruption = conditions.get("DisruptionTarget")
+
+    return PodSnapshot(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        resource_version=_resource_version(metadata.get("resourceVersion")),
+        phase=phase,
+        reason=_text(status.get("reason"), _MAX_REASON),
+        message=_text(status.get("message"), _MAX_MESSAGE),
+        node=_text(spec.get("nodeName"), _MAX_NAME),
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        deleting=metadata.get("deletionTimestamp") is not None,
+        keep=isinstance(keep_value, str) and keep_value.strip().lower() == "true",
+        terminated_at=_terminated_at(status, conditions, phase),
+        disruption_target=disruption is not None and disruption.get("status") == "True",
+        labels=_labels(metadata.get("labels")),
+    )
+
+
+def _mapping(value: object) -> Mapping[str, object] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _text(value: object, limit: int) -> str:
+    if not isinstance(value, str):
+        return ""
+    return value if len(value) <= limit else value[:limit]
+
+
+def _identifier(metadata: Mapping[str, object], field_name: str, limit: int) -> str:
+    value = metadata.get(field_name)
+    if value is None:
+        raise PodParseError(f"metadata.{field_name} is missing")
+    if not isinstance(value, str):
+        raise PodParseError(f"metadata.{field_name} is not a string but {type(value).__name__}")
+    if not value:
+        raise PodParseError(f"metadata.{field_name} is empty")
+    if len(value) > limit:
+        raise PodParseError(f"metadata.{field_name} is longer than {limit} characters")
+    # These end up in a URL path of the DELETE; refuse anything that could change
+    # which object the request addresses.
+    if value in {".", ".."} or any(
+        c in "/%?#\\" or not c.isprintable() or c.isspace() for c in value
+    ):
+        raise PodParseError(f"metadata.{field_name} {value!r} is not a valid name")
+    return value
+
+
+def _resource_version(value: object) -> str:
+    if isinstance(value, str):
+        return value[:_MAX_NAME]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return ""
+
+
+def _owner(value: object) -> tuple[str, str]:
+    if not isinstance(value, list):
+        return "", ""
+    refs = [ref for ref in value if isinstance(ref, Mapping)]
+    if not refs:
+        return "", ""
+    chosen = next((ref for ref in refs if ref.get("controller") is True), refs[0])
+    return _text(chosen.get("kind"), _MAX_REASON), _text(chosen.get("name"), _MAX_NAME)
+
+
+def _conditions(value: object) -> dict[str, Mapping[str, object]]:
+    found: dict[str, Mapping[str, object]] = {}
+    if isinstance(value, list):
+        for cond in value:
+            if isinstance(cond, Mapping):
+                kind = cond.get("type")
+                if isinstance(kind, str):
+                    found.setdefault(kind, cond)
+    return found
+
+
+def _finished_times(status: Mapping[str, object]) -> Iterator[datetime]:
+    for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+        statuses = status.get(key)
+        if not isinstance(statuses, list):
+            continue
+        for container in statuses:
+            state = _mapping(container.get("state")) if isinstance(container, Mapping) else None
+            terminated = _mapping(state.get("terminated")) if state else None
+            if terminated is not None:
+                finished = parse_time(terminated.get("finishedAt"))
+                if finished is not None:
+                    yield finished
+
+
+def _terminated_at(
+    status: Mapping[str, object],
+    conditions: Mapping[str, Mapping[str, object]],
+    phase: str,
+) -> datetime | None:
+    latest = max(_finished_times(status), default=None)
+    if latest is not None:
+        return latest
+    disruption = conditions.get("DisruptionTarget")
+    if disruption is not None and disruption.get("status") == "True":
+        stamp = parse_time(disruption.get("lastTransitionTime"))
+        if stamp is not None:
+            return stamp
+    ready = conditions.get("Ready")
+    if ready is not None and phase in TERMINAL_PHASES:
+        return parse_time(ready.get("lastTransitionTime"))
+    return None
+
+
+def _labels(value: object) -> Mapping[str, str]:
+    if not isinstance(value, Mapping) or not value:
+        return _EMPTY_LABELS
+    kept: dict[str, str] = {}
+    for key, item in value.items():
+        if (
+            isinstance(key, str)
+            and isinstance(item, str)
+            and len(key) <= _MAX_LABEL_TEXT
+            and len(item) <= _MAX_LABEL_TEXT
+        ):
+            kept[key] = item
+            if len(kept) >= _MAX_LABELS:
+                break
+    return MappingProxyType(kept)

@@ -1,0 +1,241 @@
+"""A delaying work queue with client-go workqueue semantics, for one asyncio loop.
+
+It owns the bookkeeping that keeps deletes safe under concurrency: a key is queued
+at most once, a key being processed is never handed to a second worker, and a key
+re-added while it is processing is remembered ("dirty") and handed out again after
+`WorkQueue.done`. Keys wait in a heap until their due time. Time is the event loop's
+clock (``loop.time()``), so tests run on fake time. It must never import metrics
+code: depth and wait time leave through the callbacks given to the constructor.
+It holds keys only, never pod data: workers look up the newest snapshot themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Hashable
+from typing import Final, Generic, TypeVar
+
+__all__ = ["QueueClosed", "WorkQueue"]
+
+K = TypeVar("K", bound=Hashable)
+
+# Lazily deleted heap entries are compacted once they outnumber live ones this much.
+_COMPACT_SLACK: Final = 64
+
+
+class QueueClosed(Exception):
+    """`WorkQueue.get` has nothing more to hand out: the queue was shut down."""
+
+
+class WorkQueue(Generic[K]):
+    """Dedup by key, delay until due, never two workers on one key.
+
+    ``depth`` counts keys waiting to be handed out (delayed, ready, and re-added
+    while processing); keys being processed are counted by ``processing``.
+    ``on_depth(n)`` is called whenever the depth changes and ``on_wait(seconds)``
+    each time a key is handed out, with the time between its due time and now.
+    """
+
+    def __init__(
+        self,
+        *,
+        on_depth: Callable[[int], None] | None = None,
+        on_wait: Callable[[float], None] | None = None,
+    ) -> None:
+        self._on_depth = on_depth
+        self._on_wait = on_wait
+        self._due: dict[K, tuple[float, int]] = {}
+        self._heap: list[tuple[float, int, K]] = []
+        self._dirty: dict[K, float] = {}
+        self._processing: set[K] = set()
+        self._seq = itertools.count()
+        self._closed = False
+        self._drain = False
+        self._changed: asyncio.Event | None = None
+        self._last_depth = 0
+
+    # -- introspection ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.depth
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._due or key in self._dirty
+
+    @property
+    def depth(self) -> int:
+        """Keys waiting to be handed out, due or not."""
+        return len(self._due) + len(self._dirty)
+
+    @property
+    def processing(self) -> int:
+        """Keys handed out and not yet marked done."""
+        return len(self._processing)
+
+    @property
+    def closed(self) -> bool:
+        """Whether `shut_down` was called."""
+        return self._closed
+
+    def is_processing(self, key: K) -> bool:
+        """Whether a worker holds ``key`` right now."""
+        return key in self._processing
+
+    def due_at(self, key: K) -> float | None:
+        """Loop time at which a waiting ``key`` becomes due, or None if not waiting."""
+        if key in self._due:
+            return self._due[key][0]
+        return self._dirty.get(key)
+
+    # -- producers -------------------------------------------------------------------
+
+    def add(self, key: K, delay: float = 0.0) -> None:
+        """Queue ``key`` to be due after ``delay`` seconds (now if <= 0).
+
+        An earlier due time wins over a later one. After a shutdown without drain
+        the key is ignored: nothing will be handed out any more.
+        """
+        if self._closed and not self._drain:
+            return
+        due = _now() + (delay if delay > 0 else 0.0)
+        if key in self._processing:
+            self._dirty[key] = min(self._dirty.get(key, math.inf), due)
+        else:
+            current = self._due.get(key)
+            if current is not None and current[0] <= due:
+                return
+            self._push(key, due)
+        self._notify()
+
+    def forget(self, key: K) -> None:
+        """Drop ``key`` from waiting (and a pending re-add); used when the pod is gone.
+
+        A worker processing the key keeps it until `done`.
+        """
+        removed = self._due.pop(key, None) is not None
+        removed = self._dirty.pop(key, None) is not None or removed
+        if removed:
+            self._maybe_compact()
+            self._notify()
+
+    # -- consumers -------------------------------------------------------------------
+
+    async def get(self) -> K:
+        """Wait for a due key and mark it processing; the caller must call `done`.
+
+        Raises `QueueClosed` right away after ``shut_down(drain=False)``; after
+        ``shut_down(drain=True)`` once no key is due (waiting only for keys that
+        are processing and already re-added as due).
+        """
+        while True:
+            if self._closed and not self._drain:
+                raise QueueClosed
+            now = _now()
+            key = self._pop_due(now)
+            if key is not None:
+                return key
+            changed = self._event()
+            if self._closed:
+                # Draining: what is not due yet stays for the next instance, but a
+                # due re-add of a key in flight comes back after done().
+                if not any(self._dirty.get(k, math.inf) <= now for k in self._processing):
+                    raise QueueClosed
+                await changed.wait()
+                continue
+            next_due = self._next_due()
+            if next_due is None:
+                await changed.wait()
+                continue
+            try:
+                async with asyncio.timeout_at(next_due):
+                    await changed.wait()
+            except TimeoutError:
+                pass
+
+    def done(self, key: K) -> None:
+        """Release ``key`` after processing; a pending re-add is queued now."""
+        if key not in self._processing:
+            return
+        self._processing.discard(key)
+        due = self._dirty.pop(key, None)
+        if due is not None:
+            current = self._due.get(key)
+            if current is None or due < current[0]:
+                self._push(key, due)
+        self._notify()
+
+    def shut_down(self, *, drain: bool = True) -> None:
+        """Stop handing out work: with drain, only what is due; else nothing at all.
+
+        A shutdown without drain after one with drain takes over; the reverse is
+        ignored.
+        """
+        if self._closed and not self._drain:
+            return
+        self._closed = True
+        self._drain = drain
+        self._notify()
+
+    # -- internals -------------------------------------------------------------------
+
+    def _push(self, key: K, due: float) -> None:
+        seq = next(self._seq)
+        self._due[key] = (due, seq)
+        heapq.heappush(self._heap, (due, seq, key))
+        self._maybe_compact()
+
+    def _top(self) -> tuple[float, int, K] | None:
+        while self._heap:
+            due, seq, key = self._heap[0]
+            if self._due.get(key) == (due, seq):
+                return self._heap[0]
+            heapq.heappop(self._heap)
+        return None
+
+    def _next_due(self) -> float | None:
+        top = self._top()
+        return None if top is None else top[0]
+
+    def _pop_due(self, now: float) -> K | None:
+        top = self._top()
+        if top is None or top[0] > now:
+            return None
+        due, _, key = heapq.heappop(self._heap)
+        del self._due[key]
+        self._processing.add(key)
+        self._report_depth()
+        if self._on_wait is not None:
+            self._on_wait(max(0.0, now - due))
+        return key
+
+    def _maybe_compact(self) -> None:
+        if len(self._heap) > 2 * len(self._due) + _COMPACT_SLACK:
+            self._heap = [(due, seq, key) for key, (due, seq) in self._due.items()]
+            heapq.heapify(self._heap)
+
+    def _event(self) -> asyncio.Event:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
+
+    def _notify(self) -> None:
+        # Every waiter re-checks the state after a change; a fresh event per change
+        # means no waiter can miss one between checking and waiting.
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+        self._report_depth()
+
+    def _report_depth(self) -> None:
+        depth = self.depth
+        if depth != self._last_depth:
+            self._last_depth = depth
+            if self._on_depth is not None:
+                self._on_depth(depth)
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()

@@ -1,0 +1,315 @@
+"""RBAC of the simulated API server: tokens, the allow/deny matrix, 403 texts, YAML loading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from zombied.sim.rbac import (
+    ADMIN_USER,
+    Authorizer,
+    PolicyRule,
+    forbidden_message,
+    load_rules,
+    rules_from_yaml,
+    service_account_user,
+)
+
+SA = "system:serviceaccount:zombied:zombied"
+
+ZOMBIED_RBAC = """\
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: zombied
+  namespace: zombied
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: zombied
+rules:
+  - apiGroups: [""]
+    resources: ["pods"]
+    verbs: ["list", "watch", "delete"]
+  - apiGroups: ["", "events.k8s.io"]
+    resources: ["events"]
+    verbs: ["create", "patch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: zombied
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: zombied}
+subjects:
+  - {kind: ServiceAccount, name: zombied, namespace: zombied}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: zombied-leader
+  namespace: zombied
+rules:
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    verbs: ["create"]
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    resourceNames: ["zombied"]
+    verbs: ["get", "update"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: zombied-leader
+  namespace: zombied
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: zombied-leader}
+subjects:
+  - {kind: ServiceAccount, name: zombied, namespace: zombied}
+"""
+
+
+@pytest.fixture
+def authz(tmp_path: Path) -> tuple[Authorizer, str]:
+    path = tmp_path / "rbac.yaml"
+    path.write_text(ZOMBIED_RBAC)
+    authorizer = Authorizer()
+    token = authorizer.add_rbac_file(path)
+    return authorizer, token
+
+
+def test_tokens_authenticate_users(authz: tuple[Authorizer, str]) -> None:
+    authorizer, token = authz
+    assert authorizer.authenticate(f"Bearer {token}") == SA
+    assert authorizer.authenticate(f"bearer {token}") == SA
+    assert authorizer.authenticate(f"Bearer {authorizer.admin_token}") == ADMIN_USER
+    assert authorizer.authenticate(None) is None
+    assert authorizer.authenticate("") is None
+    assert authorizer.authenticate("Bearer ") is None
+    assert authorizer.authenticate("Bearer wrong") is None
+    assert authorizer.authenticate(f"Basic {token}") is None
+
+
+def test_admin_may_do_everything() -> None:
+    authorizer = Authorizer(admin_token="secret")
+    assert authorizer.authenticate("Bearer secret") == ADMIN_USER
+    assert authorizer.is_admin(ADMIN_USER)
+    for verb, group, resource, ns in [
+        ("delete", "", "pods", "team-a"),
+        ("list", "", "nodes", None),
+        ("patch", "", "pods/status", "x"),
+        ("update", "coordination.k8s.io", "leases", "zombied"),
+    ]:
+        assert authorizer.authorize(ADMIN_USER, verb, group, resource, ns, "n") is None
+
+
+@pytest.mark.parametrize(
+    ("verb", "group", "resource", "namespace", "name", "allowed"),
+    [
+        ("list", "", "pods", None, None, True),
+        ("watch", "", "pods", "team-a", None, True),
+        ("delete", "", "pods", "team-a", "web-0", True),
+        ("get", "", "pods", "team-a", "web-0", False),
+        ("patch", "", "pods/status", "team-a", "web-0", False),
+        ("create", "", "pods/eviction", "team-a", "web-0", False),
+        ("create", "", "events", "team-a", None, True),
+        ("create", "events.k8s.io", "events", "team-a", None, True),
+        ("list", "", "nodes", None, None, False),
+        ("create", "coordination.k8s.io", "leases", "zombied", None, True),
+        ("create", "coordination.k8s.io", "leases", "team-a", None, False),
+        ("get", "coordination.k8s.io", "leases", "zombied", "zombied", True),
+        ("update", "coordination.k8s.io", "leases", "zombied", "zombied", True),
+        ("get", "coordination.k8s.io", "leases", "zombied", "other", False),
+        ("list", "coordination.k8s.io", "leases", "zombied", None, False),
+        ("get", "", "leases", "zombied", "zombied", False),
+    ],
+)
+def test_allow_deny_matrix(
+    authz: tuple[Authorizer, str],
+    verb: str,
+    group: str,
+    resource: str,
+    namespace: str | None,
+    name: str | None,
+    allowed: bool,
+) -> None:
+    authorizer, _ = authz
+    answer = authorizer.authorize(SA, verb, group, resource, namespace, name)
+    assert (answer is None) is allowed
+
+
+def test_forbidden_messages_are_the_apiservers() -> None:
+    authorizer = Authorizer()
+    authorizer.add_user(SA, [])
+    assert authorizer.authorize(SA, "list", "", "pods", "team-a") == (
+        'pods is forbidden: User "system:serviceaccount:zombied:zombied" cannot list resource'
+        ' "pods" in API group "" in the namespace "team-a"'
+    )
+    assert authorizer.authorize(SA, "list", "", "pods", None) == (
+        'pods is forbidden: User "system:serviceaccount:zombied:zombied" cannot list resource'
+        ' "pods" in API group "" at the cluster scope'
+    )
+    assert authorizer.authorize(
+        SA, "get", "coordination.k8s.io", "leases", "zombied", "zombied"
+    ) == (
+        'leases.coordination.k8s.io "zombied" is forbidden: User'
+        ' "system:serviceaccount:zombied:zombied" cannot get resource "leases" in API group'
+        ' "coordination.k8s.io" in the namespace "zombied"'
+    )
+    assert authorizer.authorize(SA, "patch", "", "pods/status", "team-a", "web-0") == (
+        'pods "web-0" is forbidden: User "system:serviceaccount:zombied:zombied" cannot patch'
+        ' resource "pods/status" in API group "" in the namespace "team-a"'
+    )
+    assert forbidden_message("u", "delete", "", "pods", "", "") == (
+        'pods is forbidden: User "u" cannot delete resource "pods" in API group ""'
+        " at the cluster scope"
+    )
+
+
+def test_unknown_user_is_denied() -> None:
+    assert Authorizer().authorize("nobody", "get", "", "pods", "a", "b") is not None
+
+
+def test_wildcards_and_subresources() -> None:
+    authorizer = Authorizer()
+    authorizer.add_user("any-status", [PolicyRule(("*",), ("*/status",), ("patch",))])
+    authorizer.add_user("all-pods", [PolicyRule(("",), ("*",), ("*",), namespace="a")])
+    assert authorizer.authorize("any-status", "patch", "", "pods/status", "a", "x") is None
+    assert authorizer.authorize("any-status", "patch", "apps", "deployments/status", "a") is None
+    assert authorizer.authorize("any-status", "patch", "", "pods", "a", "x") is not None
+    assert authorizer.authorize("all-pods", "create", "", "pods/eviction", "a", "x") is None
+    assert authorizer.authorize("all-pods", "create", "", "pods/eviction", "b", "x") is not None
+    assert authorizer.authorize("all-pods", "list", "", "pods", None) is not None
+    assert authorizer.authorize("all-pods", "list", "apps", "deployments", "a") is not None
+
+
+def test_resource_names_never_match_unnamed_requests() -> None:
+    authorizer = Authorizer()
+    rule = PolicyRule(("",), ("pods",), ("get", "list", "delete"), resource_names=("p",))
+    authorizer.add_user("u", [rule])
+    assert authorizer.authorize("u", "get", "", "pods", "a", "p") is None
+    assert authorizer.authorize("u", "list", "", "pods", "a") is not None
+    assert authorizer.authorize("u", "delete", "", "pods", "a", "q") is not None
+
+
+def test_role_is_bound_to_its_namespace() -> None:
+    rules = rules_from_yaml(
+        """
+kind: Role
+apiVersion: rbac.authorization.k8s.io/v1
+metadata: {name: reaper, namespace: team-a}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: [list, watch, delete]}
+"""
+    )
+    assert rules == [PolicyRule(("",), ("pods",), ("list", "watch", "delete"), (), "team-a")]
+    authorizer = Authorizer()
+    authorizer.add_user(SA, rules)
+    assert authorizer.authorize(SA, "list", "", "pods", "team-a") is None
+    assert authorizer.authorize(SA, "list", "", "pods", "team-b") == (
+        f'pods is forbidden: User "{SA}" cannot list resource "pods" in API group ""'
+        ' in the namespace "team-b"'
+    )
+    assert authorizer.authorize(SA, "list", "", "pods", None) is not None
+
+
+def test_rolebinding_limits_a_clusterrole_to_its_namespace() -> None:
+    rules = rules_from_yaml(
+        """
+kind: ClusterRole
+metadata: {name: reaper}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: [list, watch, delete]}
+---
+kind: RoleBinding
+metadata: {name: reaper, namespace: team-b}
+roleRef: {kind: ClusterRole, name: reaper}
+subjects: [{kind: ServiceAccount, name: zombied, namespace: zombied}]
+---
+kind: RoleBinding
+metadata: {name: view, namespace: team-b}
+roleRef: {kind: ClusterRole, name: view}
+---
+kind: Role
+metadata: {name: unbound, namespace: team-c}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: ["*"]}
+"""
+    )
+    assert rules == [PolicyRule(("",), ("pods",), ("list", "watch", "delete"), (), "team-b")]
+
+
+def test_clusterrole_without_bindings_applies_everywhere(tmp_path: Path) -> None:
+    path = tmp_path / "kustomized.yaml"
+    path.write_text(
+        """apiVersion: v1
+kind: List
+items:
+  - kind: ClusterRole
+    metadata: {name: zombied}
+    rules:
+      - {apiGroups: [""], resources: [pods], verbs: [list]}
+      - {nonResourceURLs: ["/healthz"], verbs: [get]}
+  - kind: ServiceAccount
+    metadata: {name: zombied, namespace: zombied}
+---
+---
+kind: Deployment
+metadata: {name: zombied}
+"""
+    )
+    assert load_rules(path) == [PolicyRule(("",), ("pods",), ("list",))]
+
+
+def test_service_account_user_comes_from_bindings() -> None:
+    assert service_account_user(ZOMBIED_RBAC) == SA
+    assert service_account_user("kind: ClusterRole\nmetadata: {name: x}\n") is None
+
+
+def test_add_rbac_file_with_explicit_user(tmp_path: Path) -> None:
+    path = tmp_path / "rbac.yaml"
+    path.write_text(ZOMBIED_RBAC)
+    authorizer = Authorizer()
+    token = authorizer.add_rbac_file(path, user="restricted")
+    assert authorizer.authenticate(f"Bearer {token}") == "restricted"
+    assert authorizer.authorize("restricted", "delete", "", "pods", "x", "y") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kind: Role\nmetadata: {name: r}\nrules: []\n", "a Role needs metadata.namespace"),
+        ("kind: ClusterRole\nmetadata: {}\n", "metadata.name is missing"),
+        ("kind: ClusterRole\nmetadata: {name: r}\nrules: {}\n", "rules must be a list"),
+        (
+            "kind: ClusterRole\nmetadata: {name: r}\nrules: [{apiGroups: [''], resources: [pods]}]",
+            "rule 1: rule has no verbs",
+        ),
+        (
+            "kind: ClusterRole\nmetadata: {name: r}\nrules: [{apiGroups: [''], verbs: [get]}]",
+            "rule has no resources",
+        ),
+        (
+            "kind: ClusterRole\nmetadata: {name: r}\n"
+            "rules: [{apiGroups: '', resources: [pods], verbs: [get]}]",
+            "apiGroups must be a list of strings",
+        ),
+        ("kind: ClusterRole\n  metadata: [\n", "not valid YAML"),
+        ("- just\n- a list\n", "document 1 is not a mapping"),
+        (
+            "kind: RoleBinding\nmetadata: {name: b, namespace: n}\n"
+            "roleRef: {kind: Secret, name: x}",
+            "roleRef.kind must be Role or ClusterRole",
+        ),
+    ],
+)
+def test_bad_rbac_yaml_is_a_clear_value_error(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=r"^rbac\.yaml: ") as info:
+        rules_from_yaml(text, source="rbac.yaml")
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_file_is_a_value_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cannot read RBAC file"):
+        load_rules(tmp_path / "missing.yaml")

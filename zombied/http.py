@@ -1,0 +1,130 @@
+"""The probe and metrics endpoints: ``/healthz``, ``/readyz`` and ``/metrics``.
+
+This module owns the aiohttp server (an ``AppRunner`` started without signal handling:
+the daemon owns signals) and the event-loop heartbeat that tells a wedged process from
+a busy one. What "healthy" and "ready" mean is decided by the callers, passed in as
+functions returning ``(ok, why)``; this module only serves the answers. It must never
+touch the API server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Final, Self
+
+import anyio
+from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from zombied.log import get_logger
+
+__all__ = ["Check", "HttpServer", "LoopMonitor"]
+
+log = get_logger(__name__)
+
+#: A probe: ``(ok, why)``; ``why`` is the response body.
+Check = Callable[[], tuple[bool, str]]
+
+_HEARTBEAT: Final = 0.5
+
+
+class LoopMonitor:
+    """Measures event-loop lag: how late a periodic sleep wakes up."""
+
+    def __init__(self, interval: float = _HEARTBEAT, stall_after: float = 10.0) -> None:
+        self.interval = interval
+        self.stall_after = stall_after
+        self.lag = 0.0
+        self._last_beat: float | None = None
+
+    async def run(self) -> None:
+        """Beat until cancelled."""
+        while True:
+            before = anyio.current_time()
+            self._last_beat = before
+            await anyio.sleep(self.interval)
+            self.lag = max(0.0, anyio.current_time() - before - self.interval)
+
+    def check(self) -> tuple[bool, str]:
+        """Unhealthy when the last beat came too late, or the next one is overdue."""
+        lag = self.lag
+        if self._last_beat is not None:
+            lag = max(lag, anyio.current_time() - self._last_beat - self.interval)
+        if lag > self.stall_after:
+            return False, f"event loop stalled for {lag:.1f}s"
+        return True, "ok"
+
+
+class HttpServer:
+    """Serves the probes and metrics on ``host:port`` (port 0 picks a free one)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        health: Check,
+        ready: Check,
+        before_scrape: Callable[[], None] | None = None,
+    ) -> None:
+        self.host = host
+        self.requested_port = port
+        self._health = health
+        self._ready = ready
+        self._before_scrape = before_scrape
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> Self:
+        app = web.Application()
+        metrics_handler = make_aiohttp_handler()
+
+        async def scrape(request: web.Request) -> web.StreamResponse:
+            if self._before_scrape is not None:
+                self._before_scrape()
+            return await metrics_handler(request)
+
+        app.router.add_get("/healthz", self._probe(self._health))
+        app.router.add_get("/readyz", self._probe(self._ready))
+        app.router.add_get("/metrics", scrape)
+        # Probes and scrapes every few seconds would drown the logs in access lines.
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.requested_port)
+            await site.start()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = _bound_port(runner, self.requested_port)
+        log.info("http.listening", host=self.host, port=self.port)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            with anyio.CancelScope(shield=True):
+                await runner.cleanup()
+
+    @staticmethod
+    def _probe(check: Check) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handler(_request: web.Request) -> web.StreamResponse:
+            ok, why = check()
+            return web.Response(status=200 if ok else 503, text=why + "\n")
+
+        return handler
+
+
+def _bound_port(runner: web.AppRunner, fallback: int) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2 and isinstance(address[1], int):
+            return address[1]
+    return fallback

@@ -1,0 +1,569 @@
+"""List-watch of terminal pods, one loop per scope, feeding the cache and the work queue.
+
+This module owns the reflector: LIST (paginated, raw JSON), then WATCH from the list's
+resourceVersion with bookmarks and a server-side timeout, resuming from the last seen
+resourceVersion, relisting and reconciling on ``410 Gone``, backing off on errors and
+honouring ``Retry-After``. It parses the stream itself: kubernetes_asyncio's ``Watch``
+deserialises every object into a ``V1Pod`` (slow, and it raises on hostile input, which
+would kill the stream), so a malformed line, an unknown event type or an unparsable pod
+here is a logged skip, never a dead watch. A stream that goes silent is cut by an
+inactivity guard rescheduled after every event. It also owns the `PodCache`, the
+only place that holds pod snapshots and turns each change into a queue add or forget.
+It must never delete anything and never decide whether a pod is a zombie: `rules`
+decides, the reaper deletes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import aiohttp
+import anyio
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from zombied import metrics
+from zombied.backoff import Backoff
+from zombied.kube import TRANSPORT_ERROR, ApiStatus, api_status, status_from_object
+from zombied.log import get_logger
+from zombied.pod import PodParseError, PodSnapshot, parse_pod
+from zombied.queue import WorkQueue
+from zombied.rules import RuleSet, Verdict, classify
+
+__all__ = [
+    "CLUSTER_SCOPE",
+    "TERMINAL_FIELD_SELECTOR",
+    "CacheEntry",
+    "EventParseError",
+    "PodCache",
+    "Scope",
+    "ScopeState",
+    "WatchEvent",
+    "Watcher",
+    "parse_event",
+    "rbac_rule",
+    "scopes_for",
+]
+
+log = get_logger(__name__)
+
+#: Only pods that can be zombies cross the wire: Failed or Succeeded.
+TERMINAL_FIELD_SELECTOR: Final = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
+
+#: Scope label of the cluster-wide watch; never a namespace name (not a DNS label).
+CLUSTER_SCOPE: Final = "_cluster"
+
+EVENT_TYPES: Final = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
+
+# A pod is below 1.5 MiB in etcd; a line far above that is a broken or hostile stream.
+_MAX_LINE: Final = 16 * 1024 * 1024
+_LIST_PAGE: Final = 500
+_LIST_TIMEOUT: Final = 60.0
+# The server ends a watch after timeoutSeconds; these margins only catch a server
+# (or proxy) that fails to.
+_SOCK_READ_MARGIN: Final = 5.0
+_INACTIVITY_MARGIN: Final = 10.0
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- scopes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What one list-watch covers: one namespace, or all of them minus exclusions."""
+
+    namespace: str | None
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The ``scope`` metric label and log field."""
+        return self.namespace if self.namespace is not None else CLUSTER_SCOPE
+
+    @property
+    def field_selector(self) -> str:
+        """Terminal phases, minus excluded namespaces for the cluster-wide watch."""
+        parts = [TERMINAL_FIELD_SELECTOR]
+        if self.namespace is None:
+            parts.extend(f"metadata.namespace!={ns}" for ns in self.exclude)
+        return ",".join(parts)
+
+    def owns(self, namespace: str) -> bool:
+        """Whether a pod in ``namespace`` belongs to this scope."""
+        if namespace in self.exclude:
+            return False
+        return self.namespace is None or namespace == self.namespace
+
+
+def scopes_for(namespaces: Iterable[str], exclude: Iterable[str]) -> tuple[Scope, ...]:
+    """One cluster-wide scope when ``namespaces`` is empty, else one per namespace."""
+    excluded = tuple(dict.fromkeys(exclude))
+    wanted = tuple(dict.fromkeys(namespaces))
+    if not wanted:
+        return (Scope(None, excluded),)
+    return tuple(Scope(ns, excluded) for ns in wanted if ns not in excluded)
+
+
+def rbac_rule(verb: str, resource: str, namespace: str | None) -> str:
+    """The RBAC rule a 401/403 says is missing, as an operator would grant it."""
+    where = f"in namespace {namespace}" if namespace is not None else "at the cluster scope"
+    return f"{verb} {resource} {where}"
+
+
+# -- events ---------------------------------------------------------------------------
+
+
+class EventParseError(ValueError):
+    """A watch line that is not a usable event; the watch skips it and goes on."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One line of a watch stream."""
+
+    type: str
+    object: Mapping[str, Any]
+    resource_version: str | None
+
+
+def parse_event(line: bytes | str) -> WatchEvent:
+    """Parse one watch line; raise `EventParseError` saying why it is unusable."""
+    try:
+        data = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EventParseError(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise EventParseError("event is not an object")
+    kind = data.get("type")
+    obj = data.get("object")
+    if not isinstance(kind, str) or kind not in EVENT_TYPES:
+        raise EventParseError(f"unknown event type {str(kind)[:64]!r}")
+    if not isinstance(obj, dict):
+        raise EventParseError(f"{kind} event without an object")
+    metadata = obj.get("metadata")
+    rv = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+    if not isinstance(rv, str) or not rv:
+        rv = None
+    if kind == "BOOKMARK" and rv is None:
+        raise EventParseError("BOOKMARK event without a resourceVersion")
+    return WatchEvent(kind, obj, rv)
+
+
+# -- cache ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CacheEntry:
+    """The newest snapshot of a terminal pod, when it was first seen, and its verdict."""
+
+    snapshot: PodSnapshot
+    first_seen: datetime
+    verdict: Verdict
+
+
+class PodCache:
+    """Snapshots of terminal pods by key, kept in step with the work queue.
+
+    Every change classifies the pod: a zombie is (re)queued with the delay until it is
+    due, anything else is forgotten by the queue. ``now`` is the wall clock, because due
+    times come from timestamps the kubelet wrote.
+    """
+
+    def __init__(
+        self,
+        rules: RuleSet,
+        queue: WorkQueue[str],
+        *,
+        now: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.rules = rules
+        self.queue = queue
+        self._now = now
+        self._entries: dict[str, CacheEntry] = {}
+        self._zombies: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    @property
+    def zombies(self) -> int:
+        """Entries whose verdict is zombie, due or not."""
+        return len(self._zombies)
+
+    def get(self, key: str) -> CacheEntry | None:
+        """The newest entry for ``key``, if the pod is known and terminal."""
+        return self._entries.get(key)
+
+    def keys(self) -> list[str]:
+        """Every cached key."""
+        return list(self._entries)
+
+    def now(self) -> datetime:
+        """The wall clock used for due times."""
+        return self._now()
+
+    def delay_until(self, due: datetime | None) -> float:
+        """Seconds from now until ``due`` (0 when past or unknown)."""
+        if due is None:
+            return 0.0
+        return max(0.0, (due - self._now()).total_seconds())
+
+    def upsert(self, snapshot: PodSnapshot) -> CacheEntry | None:
+        """Record the newest state of a pod; non-terminal pods leave the cache."""
+        key = snapshot.key
+        if not snapshot.terminal:
+            self.remove(key)
+            return None
+        old = self._entries.get(key)
+        first_seen = (
+            old.first_seen if old is not None and old.snapshot.uid == snapshot.uid else None
+        )
+        if first_seen is None:
+            first_seen = self._now()
+        verdict = classify(snapshot, self.rules, first_seen=first_seen)
+        entry = CacheEntry(snapshot, first_seen, verdict)
+        self._entries[key] = entry
+        if verdict.zombie:
+            self._zombies.add(key)
+            self.queue.add(key, self.delay_until(verdict.due))
+        else:
+            self._zombies.discard(key)
+            self.queue.forget(key)
+        metrics.zombies_known.set(len(self._zombies))
+        return entry
+
+    def remove(self, key: str, uid: str | None = None) -> None:
+        """Forget a pod (deleted, or no longer terminal); with ``uid`` only that pod."""
+        entry = self._entries.get(key)
+        if entry is None or (uid is not None and entry.snapshot.uid != uid):
+            return
+        del self._entries[key]
+        self._zombies.discard(key)
+        self.queue.forget(key)
+        metrics.zombies_known.set(len(self._zombies))
+
+    def reconcile(self, scope: Scope, snapshots: Iterable[PodSnapshot]) -> int:
+        """Replace what ``scope`` holds with a fresh LIST; return how many were forgotten."""
+        seen: set[str] = set()
+        for snapshot in snapshots:
+            seen.add(snapshot.key)
+            self.upsert(snapshot)
+        stale = [
+            key
+            for key, entry in self._entries.items()
+            if key not in seen and scope.owns(entry.snapshot.namespace)
+        ]
+        for key in stale:
+            self.remove(key)
+        return len(stale)
+
+
+# -- the watch loop -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ScopeState:
+    """What health and readiness need to know about one scope's watch loop."""
+
+    label: str
+    synced: bool = False
+    alive: bool = False
+    forbidden: str | None = None
+    #: Monotonic time of the last event received or stream (re)opened.
+    last_event: float = field(default_factory=time.monotonic)
+    #: Monotonic time the loop last did anything (attempt, event, backoff end).
+    last_progress: float = field(default_factory=time.monotonic)
+    watch_timeout: float = 0.0
+
+
+class _Gone(Exception):
+    """The resourceVersion we hold is too old: relist."""
+
+
+class _StreamError(Exception):
+    """A watch ERROR event with a status other than 410."""
+
+    def __init__(self, status: ApiStatus) -> None:
+        super().__init__(f"{status.code} {status.reason}: {status.message}")
+        self.status = status
+
+
+class Watcher:
+    """The list-watch loop of one scope; run it in a task group until cancelled."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        scope: Scope,
+        cache: PodCache,
+        *,
+        label_selector: str = "",
+        timeout_min: float = 300.0,
+        timeout_max: float = 600.0,
+        page_size: int = _LIST_PAGE,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.scope = scope
+        self.cache = cache
+        self.label_selector = label_selector
+        self.timeout_min = timeout_min
+        self.timeout_max = max(timeout_min, timeout_max)
+        self.page_size = page_size
+        self.state = ScopeState(scope.label, watch_timeout=self.timeout_max)
+        self._core = client.CoreV1Api(api)
+        self._backoff = backoff if backoff is not None else Backoff()
+        self._rng = rng if rng is not None else random.Random()
+        self._resource_version: str | None = None
+        self._log = log.bind(scope=scope.label)
+        metrics.scope_synced.labels(scope=scope.label).set(0)
+
+    @property
+    def resource_version(self) -> str | None:
+        """The last resourceVersion seen (LIST, event or bookmark)."""
+        return self._resource_version
+
+    def silent_for(self, now: float | None = None) -> float:
+        """Seconds since the loop last made progress (for the health check)."""
+        return (time.monotonic() if now is None else now) - self.state.last_progress
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """List, then watch forever; relist on 410; back off on errors."""
+        self.state.alive = True
+        task_status.started()
+        try:
+            await self._loop()
+        finally:
+            self.state.alive = False
+
+    async def _loop(self) -> None:
+        need_list = True
+        while True:
+            self._progress()
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                await self._watch()
+            except _Gone:
+                # History was compacted past our resourceVersion: only a relist can tell
+                # which pods changed or vanished meanwhile.
+                metrics.watch_relists.labels(scope=self.scope.label).inc()
+                self._log.info("watch.relist", resource_version=self._resource_version)
+                need_list = True
+            except Exception as exc:  # noqa: BLE001 - every failure is retried with backoff
+                await self._failed(exc, "list" if need_list else "watch")
+            metrics.watch_restarts.labels(scope=self.scope.label).inc()
+
+    async def _failed(self, exc: Exception, verb: str) -> None:
+        status = api_status(exc)
+        if isinstance(exc, _StreamError):
+            status = exc.status
+        if status is None:
+            status = ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc)[:200])
+            self._log.error("watch.failed", verb=verb, error=repr(exc)[:500])
+        metrics.api_errors.labels(verb=verb, code=str(status.code)).inc()
+        if status.code in (401, 403):
+            rule = rbac_rule(f"{verb}", "pods", self.scope.namespace)
+            if self.state.forbidden is None:
+                self._log.error(
+                    "watch.forbidden",
+                    verb=verb,
+                    resource="pods",
+                    namespace=self.scope.namespace,
+                    missing_rule=rule,
+                    code=status.code,
+                    message=status.message,
+                )
+            self.state.forbidden = rule
+            metrics.scope_synced.labels(scope=self.scope.label).set(0)
+        delay = self._backoff.next()
+        if status.code == 429 and status.retry_after is not None:
+            delay = status.retry_after
+        if status.code not in (401, 403):
+            self._log.warning(
+                "watch.error",
+                verb=verb,
+                code=status.code,
+                reason=status.reason,
+                message=status.message[:200],
+                retry_in_s=round(delay, 3),
+            )
+        await anyio.sleep(delay)
+
+    def _progress(self) -> None:
+        self.state.last_progress = time.monotonic()
+
+    def _saw_event(self) -> None:
+        now = time.monotonic()
+        self.state.last_event = now
+        self.state.last_progress = now
+
+    # -- LIST -------------------------------------------------------------------------
+
+    def _request_args(self) -> dict[str, Any]:
+        args: dict[str, Any] = {"field_selector": self.scope.field_selector}
+        if self.label_selector:
+            args["label_selector"] = self.label_selector
+        return args
+
+    def _call(self, **kwargs: Any) -> Any:
+        if self.scope.namespace is None:
+            return self._core.list_pod_for_all_namespaces(**kwargs)
+        return self._core.list_namespaced_pod(self.scope.namespace, **kwargs)
+
+    async def _list(self) -> None:
+        snapshots: list[PodSnapshot] = []
+        token: str | None = None
+        resource_version = ""
+        while True:
+            args = self._request_args()
+            args["limit"] = self.page_size
+            if token:
+                args["_continue"] = token
+            response = await self._call(
+                _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=_LIST_TIMEOUT),
+                **args,
+            )
+            async with response:
+                await _raise_for_status(response)
+                body = await response.read()
+            try:
+                page = json.loads(body)
+                items = page.get("items") or []
+                metadata = page.get("metadata") or {}
+                resource_version = str(metadata.get("resourceVersion") or "")
+                token = metadata.get("continue") or None
+            except (ValueError, AttributeError, TypeError) as exc:
+                raise aiohttp.ClientPayloadError(f"malformed LIST answer: {exc}") from None
+            for item in items:
+                snapshot = self._parse(item)
+                if snapshot is not None:
+                    snapshots.append(snapshot)
+            self._progress()
+            if not token:
+                break
+        if not resource_version:
+            raise aiohttp.ClientPayloadError("LIST answer without a resourceVersion")
+        forgotten = self.cache.reconcile(self.scope, snapshots)
+        self._resource_version = resource_version
+        self._saw_event()
+        if self.state.forbidden is not None:
+            self._log.info("watch.permitted", rule=self.state.forbidden)
+        self.state.forbidden = None
+        if not self.state.synced:
+            self._log.info("watch.synced", pods=len(snapshots), resource_version=resource_version)
+        self.state.synced = True
+        metrics.scope_synced.labels(scope=self.scope.label).set(1)
+        if forgotten:
+            self._log.info("watch.reconciled", forgotten=forgotten)
+
+    def _parse(self, obj: object) -> PodSnapshot | None:
+        try:
+            snapshot = parse_pod(obj)
+        except PodParseError as exc:
+            self._log.warning("watch.skipped", why="unparsable pod", detail=exc.reason)
+            return None
+        if not self.scope.owns(snapshot.namespace):
+            return None
+        return snapshot
+
+    # -- WATCH ------------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        timeout = self._rng.uniform(self.timeout_min, self.timeout_max)
+        self.state.watch_timeout = timeout
+        args = self._request_args()
+        response = await self._call(
+            watch=True,
+            resource_version=self._resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=max(1, round(timeout)),
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=_LIST_TIMEOUT, sock_read=timeout + _SOCK_READ_MARGIN
+            ),
+            **args,
+        )
+        async with response:
+            await _raise_for_status(response)
+            self._saw_event()
+            inactivity = timeout + _INACTIVITY_MARGIN
+            with anyio.CancelScope(deadline=anyio.current_time() + inactivity) as guard:
+                buffer = b""
+                async for chunk in response.content.iter_any():
+                    buffer += chunk
+                    if b"\n" not in buffer:
+                        if len(buffer) > _MAX_LINE:
+                            raise aiohttp.ClientPayloadError("watch line too long")
+                        continue
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            self._handle(line)
+                    guard.deadline = anyio.current_time() + inactivity
+                if buffer.strip():
+                    self._handle(buffer)
+            if guard.cancelled_caught:
+                self._log.warning("watch.inactive", silent_s=round(inactivity, 1))
+
+    def _handle(self, line: bytes) -> None:
+        try:
+            event = parse_event(line)
+        except EventParseError as exc:
+            self._log.warning("watch.skipped", why=str(exc)[:200])
+            return
+        if event.type == "ERROR":
+            status = status_from_object(event.object)
+            if status is not None and status.code == 410:
+                raise _Gone
+            raise _StreamError(status or ApiStatus(TRANSPORT_ERROR, "ERROR", "malformed status"))
+        self._saw_event()
+        if event.resource_version is not None:
+            self._resource_version = event.resource_version
+        if event.type == "BOOKMARK":
+            return
+        if event.type == "DELETED":
+            metadata = event.object.get("metadata")
+            if isinstance(metadata, dict):
+                namespace, name, uid = (metadata.get(k) for k in ("namespace", "name", "uid"))
+                if isinstance(namespace, str) and isinstance(name, str):
+                    self.cache.remove(
+                        f"{namespace}/{name}", uid if isinstance(uid, str) and uid else None
+                    )
+                    return
+            self._log.warning("watch.skipped", why="DELETED event without namespace/name")
+            return
+        snapshot = self._parse(event.object)
+        if snapshot is not None:
+            self.cache.upsert(snapshot)
+
+
+async def _raise_for_status(response: aiohttp.ClientResponse) -> None:
+    """Turn a raw non-2xx answer into the ApiException the generated client would raise."""
+    if response.status < 300:
+        return
+    try:
+        body = await response.read()
+    except aiohttp.ClientError:
+        body = b""
+    exc = ApiException(status=response.status, reason=response.reason)
+    exc.body = body
+    exc.headers = response.headers
+    raise exc

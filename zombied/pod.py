@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
-from types import MappingProxyType
 from typing import Final
 
 KEEP_ANNOTATION: Final = "zombied.io/keep"
@@ -31,12 +30,38 @@ _MAX_MESSAGE: Final = 1024
 _MAX_LABELS: Final = 256
 _MAX_LABEL_TEXT: Final = 1024
 
-_EMPTY_LABELS: Final[Mapping[str, str]] = MappingProxyType({})
 
 _RFC3339: Final = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
     r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
 )
+
+
+class Labels(Mapping[str, str]):
+    """A read-only, hashable string mapping (a pod's labels)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, str] | None = None) -> None:
+        self._items: dict[str, str] = dict(items or {})
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __repr__(self) -> str:
+        return f"Labels({self._items!r})"
+
+
+_EMPTY_LABELS: Final = Labels()
 
 
 class PodParseError(ValueError):
@@ -65,9 +90,7 @@ class PodSnapshot:
     keep: bool = False
     terminated_at: datetime | None = None
     disruption_target: bool = False
-    # Excluded from the hash because a read-only mapping is not hashable; equality
-    # still compares it.
-    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY_LABELS, hash=False)
+    labels: Mapping[str, str] = _EMPTY_LABELS
 
     @property
     def key(self) -> str:
@@ -265,4 +288,4 @@ def _labels(value: object) -> Mapping[str, str]:
             kept[key] = item
             if len(kept) >= _MAX_LABELS:
                 break
-    return MappingProxyType(kept)
+    return Labels(kept)

@@ -1,0 +1,467 @@
+"""parse_pod: the snapshot it builds, and how it copes with hostile input."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from zombied.pod import KEEP_ANNOTATION, PodParseError, PodSnapshot, parse_pod, parse_time
+
+
+def make_pod(**overrides: Any) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "namespace": "team-a",
+            "name": "web-0",
+            "uid": "0b7f9c3e-1111-2222-3333-444455556666",
+            "resourceVersion": "1234",
+            "creationTimestamp": "2020-01-01T00:00:00Z",
+            "labels": {"app": "web"},
+            "annotations": {},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "controller": True}
+            ],
+        },
+        "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "x"}]},
+        "status": {
+            "phase": "Failed",
+            "reason": "Terminated",
+            "message": "Pod was terminated in response to imminent node shutdown.",
+            "conditions": [],
+            "containerStatuses": [],
+        },
+    }
+    for path, value in overrides.items():
+        section, _, key = path.partition("__")
+        if key:
+            pod[section][key] = value
+        else:
+            pod[section] = value
+    return pod
+
+
+def terminated(finished_at: object) -> dict[str, Any]:
+    return {"name": "c", "state": {"terminated": {"exitCode": 137, "finishedAt": finished_at}}}
+
+
+T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+
+class TestParseTime:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("2024-05-01T12:00:00Z", T0),
+            ("2024-05-01T12:00:00z", T0),
+            ("2024-05-01t12:00:00Z", T0),
+            ("2024-05-01T12:00:00.5Z", T0 + timedelta(microseconds=500_000)),
+            ("2024-05-01T12:00:00.123456Z", T0 + timedelta(microseconds=123_456)),
+            ("2024-05-01T12:00:00.123456789Z", T0 + timedelta(microseconds=123_456)),
+            ("2024-05-01T14:00:00+02:00", T0),
+            ("2024-05-01T07:30:00-04:30", T0),
+            ("2024-05-01T12:00:00+00:00", T0),
+            ("2024-05-01T12:00:60Z", T0 + timedelta(seconds=59)),
+        ],
+    )
+    def test_valid(self, text: str, expected: datetime) -> None:
+        parsed = parse_time(text)
+        assert parsed == expected
+        assert parsed is not None
+        assert parsed.tzinfo is UTC
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            None,
+            "",
+            "yesterday",
+            "2024-05-01",
+            "2024-05-01T12:00:00",  # no offset: not RFC 3339
+            "2024-13-01T12:00:00Z",
+            "2024-02-30T12:00:00Z",
+            "2024-05-01T25:00:00Z",
+            "2024-05-01T12:00:00+24:00",
+            "2024-05-01T12:00:00.Z",
+            "0000-01-01T00:00:00Z",
+            "9999-12-31T23:59:59-23:59",
+            "2024-05-01T12:00:00Z trailing",
+            "2" * 10_000,
+            1714564800,
+            1714564800.0,
+            ["2024-05-01T12:00:00Z"],
+            {"time": "2024-05-01T12:00:00Z"},
+            True,
+        ],
+    )
+    def test_invalid_is_none(self, value: object) -> None:
+        assert parse_time(value) is None
+
+    def test_surrounding_whitespace_is_tolerated(self) -> None:
+        assert parse_time(" 2024-05-01T12:00:00Z\n") == T0
+
+
+class TestSnapshot:
+    def test_fields(self) -> None:
+        pod = make_pod()
+        pod["status"]["containerStatuses"] = [terminated("2024-05-01T12:00:00Z")]
+        snap = parse_pod(pod)
+        assert snap == PodSnapshot(
+            namespace="team-a",
+            name="web-0",
+            uid="0b7f9c3e-1111-2222-3333-444455556666",
+            resource_version="1234",
+            phase="Failed",
+            reason="Terminated",
+            message="Pod was terminated in response to imminent node shutdown.",
+            node="node-1",
+            owner_kind="StatefulSet",
+            owner_name="web",
+            deleting=False,
+            keep=False,
+            terminated_at=T0,
+            disruption_target=False,
+            labels={"app": "web"},
+        )
+        assert snap.key == "team-a/web-0"
+        assert snap.terminal
+
+    def test_is_immutable_and_hashable(self) -> None:
+        snap = parse_pod(make_pod())
+        with pytest.raises(AttributeError):
+            snap.name = "other"  # type: ignore[misc]
+        with pytest.raises(TypeError):
+            snap.labels["app"] = "other"  # type: ignore[index]
+        assert hash(snap) == hash(parse_pod(make_pod()))
+
+    def test_keeps_no_reference_into_the_object(self) -> None:
+        pod = make_pod()
+        snap = parse_pod(pod)
+        before = copy.deepcopy(snap)
+        pod["metadata"]["labels"]["app"] = "changed"
+        pod["metadata"]["name"] = "changed"
+        assert snap == before
+        assert not hasattr(snap, "__dict__")  # slots: nothing else can be attached
+
+    def test_minimal_pod(self) -> None:
+        snap = parse_pod({"metadata": {"namespace": "n", "name": "p", "uid": "u"}})
+        assert snap == PodSnapshot(namespace="n", name="p", uid="u")
+        assert snap.labels == {}
+        assert not snap.terminal
+
+    @pytest.mark.parametrize("phase", ["Pending", "Running", "Unknown", "Bogus", ""])
+    def test_non_terminal_phases_are_kept_as_strings(self, phase: str) -> None:
+        snap = parse_pod(make_pod(status__phase=phase))
+        assert snap.phase == phase
+        assert not snap.terminal
+
+
+class TestRequiredFields:
+    @pytest.mark.parametrize("field", ["namespace", "name", "uid"])
+    def test_missing(self, field: str) -> None:
+        pod = make_pod()
+        del pod["metadata"][field]
+        with pytest.raises(PodParseError, match=f"metadata.{field} is missing"):
+            parse_pod(pod)
+
+    @pytest.mark.parametrize("field", ["namespace", "name", "uid"])
+    @pytest.mark.parametrize("value", [42, 4.2, True, ["a"], {"a": "b"}])
+    def test_wrong_type(self, field: str, value: object) -> None:
+        pod = make_pod()
+        pod["metadata"][field] = value
+        with pytest.raises(PodParseError, match=f"metadata.{field} is not a string"):
+            parse_pod(pod)
+
+    @pytest.mark.parametrize("field", ["namespace", "name", "uid"])
+    def test_empty(self, field: str) -> None:
+        pod = make_pod()
+        pod["metadata"][field] = ""
+        with pytest.raises(PodParseError, match="is empty"):
+            parse_pod(pod)
+
+    @pytest.mark.parametrize(
+        "value", ["a/b", "..", ".", "a b", "a%2Fb", "a?x", "a#x", "a\\b", "a\nb", "a\x00b"]
+    )
+    def test_unsafe_names(self, value: str) -> None:
+        pod = make_pod()
+        pod["metadata"]["name"] = value
+        with pytest.raises(PodParseError, match="not a valid name"):
+            parse_pod(pod)
+
+    def test_too_long(self) -> None:
+        pod = make_pod()
+        pod["metadata"]["name"] = "a" * 254
+        with pytest.raises(PodParseError, match="longer than 253"):
+            parse_pod(pod)
+
+    @pytest.mark.parametrize("obj", [None, "pod", 3, ["metadata"], {"kind": "Pod"}])
+    def test_not_a_pod(self, obj: object) -> None:
+        with pytest.raises(PodParseError):
+            parse_pod(obj)
+
+    @pytest.mark.parametrize("metadata", [None, "x", 1, [{"name": "p"}]])
+    def test_metadata_wrong_type(self, metadata: object) -> None:
+        with pytest.raises(PodParseError, match="metadata is missing or not an object"):
+            parse_pod({"metadata": metadata})
+
+    def test_error_has_reason(self) -> None:
+        with pytest.raises(PodParseError) as info:
+            parse_pod({"metadata": {"name": "p", "uid": "u"}})
+        assert info.value.reason == "metadata.namespace is missing"
+        assert isinstance(info.value, ValueError)
+
+
+class TestDegradesGracefully:
+    @pytest.mark.parametrize("status", [None, "Failed", 7, ["Failed"]])
+    def test_status_wrong_type(self, status: object) -> None:
+        snap = parse_pod(make_pod(status=status))
+        assert (snap.phase, snap.reason, snap.message, snap.terminated_at) == ("", "", "", None)
+
+    @pytest.mark.parametrize("spec", [None, "x", 1, []])
+    def test_spec_wrong_type(self, spec: object) -> None:
+        assert parse_pod(make_pod(spec=spec)).node == ""
+
+    @pytest.mark.parametrize("value", [3, None, ["Failed"], {"a": 1}, True])
+    def test_scalar_fields_wrong_type(self, value: object) -> None:
+        pod = make_pod(status__phase=value, status__reason=value, status__message=value)
+        pod["spec"]["nodeName"] = value
+        snap = parse_pod(pod)
+        assert (snap.phase, snap.reason, snap.message, snap.node) == ("", "", "", "")
+
+    @pytest.mark.parametrize(
+        ("value", "expected"), [("77", "77"), (77, "77"), (None, ""), (True, ""), ([1], "")]
+    )
+    def test_resource_version(self, value: object, expected: str) -> None:
+        pod = make_pod()
+        pod["metadata"]["resourceVersion"] = value
+        assert parse_pod(pod).resource_version == expected
+
+    def test_huge_message_is_truncated(self) -> None:
+        snap = parse_pod(make_pod(status__message="x" * 1_000_000))
+        assert len(snap.message) == 1024
+
+    def test_huge_annotations_are_not_kept(self) -> None:
+        pod = make_pod()
+        pod["metadata"]["annotations"] = {f"k{i}": "v" * 1000 for i in range(1000)}
+        pod["metadata"]["annotations"][KEEP_ANNOTATION] = "true"
+        snap = parse_pod(pod)
+        assert snap.keep
+        assert not any(isinstance(v, dict) for v in (getattr(snap, f) for f in snap.__slots__))
+
+    def test_labels_filtered_and_capped(self) -> None:
+        pod = make_pod()
+        labels: dict[object, object] = {f"k{i}": "v" for i in range(1000)}
+        labels.update({"num": 1, 2: "two", "list": ["a"], "long": "v" * 5000})
+        pod["metadata"]["labels"] = labels
+        snap = parse_pod(pod)
+        assert len(snap.labels) == 256
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in snap.labels.items())
+        assert "num" not in snap.labels
+
+    @pytest.mark.parametrize("labels", [None, "a=b", ["a"], 5])
+    def test_labels_wrong_type(self, labels: object) -> None:
+        pod = make_pod()
+        pod["metadata"]["labels"] = labels
+        assert parse_pod(pod).labels == {}
+
+    @pytest.mark.parametrize(
+        "statuses",
+        [
+            None,
+            "x",
+            [None, 1, "x", []],
+            [{"state": None}, {"state": "terminated"}, {"state": {"terminated": "yes"}}],
+            [terminated("not a time"), terminated(12), terminated(None)],
+        ],
+    )
+    def test_container_statuses_garbage(self, statuses: object) -> None:
+        pod = make_pod()
+        pod["status"]["containerStatuses"] = statuses
+        assert parse_pod(pod).terminated_at is None
+
+    @pytest.mark.parametrize(
+        "conditions",
+        [None, "Ready", [None, 3, {"type": 5}, {"status": "True"}], {"type": "Ready"}],
+    )
+    def test_conditions_garbage(self, conditions: object) -> None:
+        pod = make_pod()
+        pod["status"]["conditions"] = conditions
+        snap = parse_pod(pod)
+        assert snap.terminated_at is None
+        assert not snap.disruption_target
+
+
+class TestTerminatedAt:
+    def test_latest_finished_at_across_all_container_kinds(self) -> None:
+        pod = make_pod()
+        pod["status"]["containerStatuses"] = [
+            terminated("2024-05-01T12:00:00Z"),
+            terminated("2024-05-01T12:00:03Z"),
+            {"name": "running", "state": {"running": {"startedAt": "2024-05-01T13:00:00Z"}}},
+        ]
+        pod["status"]["initContainerStatuses"] = [terminated("2024-05-01T11:00:00Z")]
+        pod["status"]["ephemeralContainerStatuses"] = [terminated("2024-05-01T12:00:07Z")]
+        assert parse_pod(pod).terminated_at == T0 + timedelta(seconds=7)
+
+    def test_init_containers_only(self) -> None:
+        pod = make_pod()
+        pod["status"]["initContainerStatuses"] = [terminated("2024-05-01T12:00:00Z")]
+        assert parse_pod(pod).terminated_at == T0
+
+    def test_last_state_is_ignored(self) -> None:
+        pod = make_pod()
+        pod["status"]["containerStatuses"] = [
+            {"name": "c", "lastState": {"terminated": {"finishedAt": "2024-05-01T12:00:00Z"}}}
+        ]
+        assert parse_pod(pod).terminated_at is None
+
+    def test_bad_timestamp_is_skipped_not_fatal(self) -> None:
+        pod = make_pod()
+        pod["status"]["containerStatuses"] = [
+            terminated("garbage"),
+            terminated("2024-05-01T12:00:00Z"),
+        ]
+        assert parse_pod(pod).terminated_at == T0
+
+    def test_disruption_target_condition(self) -> None:
+        pod = make_pod()
+        pod["status"]["conditions"] = [
+            {"type": "Ready", "status": "False", "lastTransitionTime": "2024-05-01T11:00:00Z"},
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "TerminationByKubelet",
+                "lastTransitionTime": "2024-05-01T12:00:00Z",
+            },
+        ]
+        snap = parse_pod(pod)
+        assert snap.terminated_at == T0
+        assert snap.disruption_target
+
+    def test_disruption_target_false_is_not_used(self) -> None:
+        pod = make_pod()
+        pod["status"]["conditions"] = [
+            {
+                "type": "DisruptionTarget",
+                "status": "False",
+                "lastTransitionTime": "2024-05-01T12:00:00Z",
+            }
+        ]
+        snap = parse_pod(pod)
+        assert snap.terminated_at is None
+        assert not snap.disruption_target
+
+    def test_container_time_beats_conditions(self) -> None:
+        pod = make_pod()
+        pod["status"]["containerStatuses"] = [terminated("2024-05-01T12:00:00Z")]
+        pod["status"]["conditions"] = [
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "lastTransitionTime": "2024-05-01T13:00:00Z",
+            }
+        ]
+        assert parse_pod(pod).terminated_at == T0
+
+    @pytest.mark.parametrize(
+        ("phase", "used"), [("Failed", True), ("Succeeded", True), ("Running", False)]
+    )
+    def test_ready_condition_only_when_terminal(self, phase: str, used: bool) -> None:
+        pod = make_pod(status__phase=phase)
+        pod["status"]["conditions"] = [
+            {"type": "Ready", "status": "False", "lastTransitionTime": "2024-05-01T12:00:00Z"}
+        ]
+        assert parse_pod(pod).terminated_at == (T0 if used else None)
+
+    def test_bad_disruption_time_falls_back_to_ready(self) -> None:
+        pod = make_pod()
+        pod["status"]["conditions"] = [
+            {"type": "DisruptionTarget", "status": "True", "lastTransitionTime": "soon"},
+            {"type": "Ready", "status": "False", "lastTransitionTime": "2024-05-01T12:00:00Z"},
+        ]
+        assert parse_pod(pod).terminated_at == T0
+
+    def test_offsets_are_normalised(self) -> None:
+        pod = make_pod()
+        pod["status"]["containerStatuses"] = [
+            terminated("2024-05-01T13:00:00+02:00"),  # 11:00 UTC
+            terminated("2024-05-01T12:00:00Z"),
+        ]
+        stamp = parse_pod(pod).terminated_at
+        assert stamp == T0
+        assert stamp is not None
+        assert stamp.utcoffset() == UTC.utcoffset(None)
+
+
+class TestOwnerKeepDeleting:
+    def test_controller_reference_wins(self) -> None:
+        pod = make_pod()
+        pod["metadata"]["ownerReferences"] = [
+            {"kind": "ConfigMap", "name": "cm"},
+            {"kind": "Job", "name": "job-1", "controller": True},
+        ]
+        snap = parse_pod(pod)
+        assert (snap.owner_kind, snap.owner_name) == ("Job", "job-1")
+
+    def test_first_reference_without_controller(self) -> None:
+        pod = make_pod()
+        pod["metadata"]["ownerReferences"] = [
+            {"kind": "ReplicaSet", "name": "rs-1", "controller": False},
+            {"kind": "Job", "name": "job-1", "controller": "true"},  # not a real bool
+        ]
+        snap = parse_pod(pod)
+        assert (snap.owner_kind, snap.owner_name) == ("ReplicaSet", "rs-1")
+
+    @pytest.mark.parametrize("refs", [None, [], "Job", [None, "x", 3], {"kind": "Job"}])
+    def test_no_usable_owner(self, refs: object) -> None:
+        pod = make_pod()
+        pod["metadata"]["ownerReferences"] = refs
+        snap = parse_pod(pod)
+        assert (snap.owner_kind, snap.owner_name) == ("", "")
+
+    def test_owner_fields_wrong_type(self) -> None:
+        pod = make_pod()
+        pod["metadata"]["ownerReferences"] = [{"kind": 3, "name": ["x"], "controller": True}]
+        snap = parse_pod(pod)
+        assert (snap.owner_kind, snap.owner_name) == ("", "")
+
+    @pytest.mark.parametrize(
+        ("value", "keep"),
+        [
+            ("true", True),
+            ("True", True),
+            ("TRUE", True),
+            (" true ", True),
+            ("false", False),
+            ("yes", False),
+            ("1", False),
+            ("", False),
+            (True, False),  # annotations are strings; a bool is not what the API serves
+            (None, False),
+        ],
+    )
+    def test_keep_annotation(self, value: object, keep: bool) -> None:
+        pod = make_pod()
+        pod["metadata"]["annotations"] = {KEEP_ANNOTATION: value}
+        assert parse_pod(pod).keep is keep
+
+    @pytest.mark.parametrize("annotations", [None, "x", ["zombied.io/keep"], 1])
+    def test_annotations_wrong_type(self, annotations: object) -> None:
+        pod = make_pod()
+        pod["metadata"]["annotations"] = annotations
+        assert not parse_pod(pod).keep
+
+    @pytest.mark.parametrize(
+        ("value", "deleting"),
+        [("2024-05-01T12:00:00Z", True), ("garbage", True), (None, False)],
+    )
+    def test_deletion_timestamp(self, value: object, deleting: bool) -> None:
+        pod = make_pod()
+        pod["metadata"]["deletionTimestamp"] = value
+        assert parse_pod(pod).deleting is deleting
+
+    def test_no_deletion_timestamp(self) -> None:
+        assert not parse_pod(make_pod()).deleting

@@ -47,6 +47,7 @@ __all__ = [
     "WatchEvent",
     "Watcher",
     "parse_event",
+    "raise_for_status",
     "rbac_rule",
     "scopes_for",
 ]
@@ -442,7 +443,7 @@ class Watcher:
                 **args,
             )
             async with response:
-                await _raise_for_status(response)
+                await raise_for_status(response)
                 body = await response.read()
             try:
                 page = json.loads(body)
@@ -502,7 +503,7 @@ class Watcher:
             **args,
         )
         async with response:
-            await _raise_for_status(response)
+            await raise_for_status(response)
             self._saw_event()
             inactivity = timeout + _INACTIVITY_MARGIN
             with anyio.CancelScope(deadline=anyio.current_time() + inactivity) as guard:
@@ -555,7 +556,7 @@ class Watcher:
             self.cache.upsert(snapshot)
 
 
-async def _raise_for_status(response: aiohttp.ClientResponse) -> None:
+async def raise_for_status(response: aiohttp.ClientResponse) -> None:
     """Turn a raw non-2xx answer into the ApiException the generated client would raise."""
     if response.status < 300:
         return

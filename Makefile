@@ -1,0 +1,99 @@
+# zombied developer entry points. Every target works from a clean clone: the virtualenv
+# is created on demand from pyproject.toml and the pinned constraints.txt.
+#
+#   make demo        simulated cluster: preempt a node, watch zombied reap the zombies
+#   make test        lint, types, import layers, the whole test suite with coverage
+#   make lint        the static checks of `make test`, without the tests
+#   make fmt         rewrite the code in the house style
+#   make bench       benchmark (QUICK=1 for a short run)
+#   make soak        chaos soak test (SOAK_S=600 seconds by default)
+#   make image       container image (builds the wheel when no Docker engine is reachable)
+#   make docs        regenerate the generated sections of README.md
+#   make clean       remove build and test artefacts (keeps the virtualenv)
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Installed marker: reinstall whenever the declared or the pinned dependencies change.
+STAMP := $(VENV)/.zombied-deps
+IMAGE ?= zombied
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+SOAK_S ?= 600
+COV_MIN ?= 90
+
+# Tools run as modules of the venv's interpreter, never through bin/ scripts, so a
+# venv that was moved or copied still works.
+RUFF := $(PY) -m ruff
+MYPY := $(PY) -m mypy
+PYTEST := $(PY) -m pytest
+COVERAGE := $(PY) -m coverage
+LINT_IMPORTS := $(PY) -c 'import sys; from importlinter.cli import lint_imports_command as m; sys.exit(m())'
+
+.PHONY: help venv demo test lint fmt bench soak image docs clean constraints
+
+help:
+	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "zombied needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	@touch $@
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m zombied.sim.demo
+
+lint: $(STAMP)
+	$(RUFF) check .
+	$(RUFF) format --check .
+	$(MYPY) --strict zombied
+	$(LINT_IMPORTS)
+
+# pytest exit code 5 means "no tests collected": that is a broken suite, not a pass.
+test: lint
+	@rm -f .coverage .coverage.*
+	@rc=0; $(PYTEST) --cov=zombied --cov-report=term tests || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
+	$(COVERAGE) report --omit='zombied/sim/*' --fail-under=$(COV_MIN)
+
+fmt: $(STAMP)
+	$(RUFF) format .
+	$(RUFF) check --fix .
+
+bench: $(STAMP)
+	$(PY) bench/run.py $(if $(QUICK),--quick)
+
+# The soak runs for SOAK_S seconds; the per-test timeout leaves room for setup and drain.
+soak: $(STAMP)
+	SOAK_S=$(SOAK_S) $(PYTEST) tests/reliability --timeout=$$(( $(SOAK_S) + 300 )) -p no:cacheprovider
+
+image: $(STAMP)
+	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
+		docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) . ; \
+	else \
+		echo "No Docker engine reachable (docker info failed): building the wheel into dist/ instead."; \
+		echo "Build the image on a machine with Docker: docker build -t $(IMAGE):$(VERSION) ."; \
+		$(PY) -m build --wheel --outdir dist . ; \
+	fi
+
+docs: $(STAMP)
+	$(PY) tests/ship/readme_sections.py --write README.md
+
+# Re-pin after changing dependencies in pyproject.toml.
+constraints: $(STAMP)
+	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -vi '^zombied=='; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache \
+		htmlcov .coverage .coverage.* .hypothesis
+	find zombied tests bench -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null || true

@@ -1,0 +1,254 @@
+"""The Kubernetes manifests render, validate against the API schemas, and say what we ship.
+
+The cluster-wide base (``kubectl apply -k manifests/``) and the namespaced overlay are
+rendered with the real ``kubectl kustomize`` and validated offline against the
+Kubernetes OpenAPI schemas (strict: unknown fields fail), then checked for the
+properties the README promises: probes, a locked-down security context, a grace period
+above the drain timeout, a disruption budget, the recommended labels, RBAC scoped to
+what the daemon does.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+
+from .manifests import (
+    BASE,
+    NAMESPACED,
+    OVERLAY_NAMESPACES,
+    ROOT,
+    Obj,
+    container,
+    find,
+    flag_value,
+    one,
+    render,
+)
+
+pytestmark = pytest.mark.kubectl
+
+#: The oldest Kubernetes minor we support, and the newest the schema package knows.
+SCHEMA_VERSIONS = ("1.31.0", kubernetes_validate.latest_version() + ".0")
+RECOMMENDED_LABELS = {
+    "app.kubernetes.io/name": "zombied",
+    "app.kubernetes.io/instance": "zombied",
+    "app.kubernetes.io/part-of": "zombied",
+}
+SELECTOR = {"app.kubernetes.io/name": "zombied", "app.kubernetes.io/instance": "zombied"}
+VARIANTS = {"base": BASE, "namespaced": NAMESPACED}
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def rendered(request: pytest.FixtureRequest) -> list[Obj]:
+    return render(VARIANTS[request.param])
+
+
+@pytest.fixture(scope="module")
+def base() -> list[Obj]:
+    return render(BASE)
+
+
+@pytest.fixture(scope="module")
+def namespaced() -> list[Obj]:
+    return render(NAMESPACED)
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_every_object_validates_against_the_kubernetes_schema(
+    rendered: list[Obj], version: str
+) -> None:
+    assert rendered
+    for obj in rendered:
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:  # pragma: no cover - failure path
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} (k8s {version}): {exc.message}")
+
+
+def test_every_object_carries_the_recommended_labels(rendered: list[Obj]) -> None:
+    for obj in rendered:
+        labels = obj["metadata"].get("labels", {})
+        for key, value in RECOMMENDED_LABELS.items():
+            assert labels.get(key) == value, f"{obj['kind']}/{obj['metadata']['name']}: {key}"
+
+
+def test_everything_namespaced_lives_in_the_zombied_namespace(rendered: list[Obj]) -> None:
+    one(rendered, "Namespace", "zombied")
+    for kind in ("ServiceAccount", "Deployment", "PodDisruptionBudget", "Service"):
+        for obj in find(rendered, kind):
+            assert obj["metadata"]["namespace"] == "zombied", f"{kind}/{obj['metadata']['name']}"
+
+
+def test_deployment_runs_two_replicas_with_leader_election(rendered: list[Obj]) -> None:
+    deployment = one(rendered, "Deployment", "zombied")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    assert spec["selector"]["matchLabels"] == SELECTOR
+    template_labels = spec["template"]["metadata"]["labels"]
+    assert SELECTOR.items() <= template_labels.items()
+    assert spec["template"]["spec"]["serviceAccountName"] == "zombied"
+    args = container(rendered)["args"]
+    assert args[0] == "run"
+    assert "--leader-elect" in args
+
+
+def test_probes_point_at_health_and_readiness(rendered: list[Obj]) -> None:
+    main = container(rendered)
+    ports = {port["name"]: port["containerPort"] for port in main["ports"]}
+    assert ports == {"http": 8080}
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    listen_port = flag_value(main["args"], "--listen-port")
+    assert listen_port in (None, "8080")
+
+
+def test_metrics_are_scrapeable(rendered: list[Obj]) -> None:
+    template = one(rendered, "Deployment", "zombied")["spec"]["template"]
+    annotations = template["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == "8080"
+    assert annotations["prometheus.io/path"] == "/metrics"
+    service = one(rendered, "Service", "zombied-metrics")
+    assert service["spec"]["selector"] == SELECTOR
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_grace_period_outlasts_the_drain_timeout(rendered: list[Obj]) -> None:
+    pod_spec = one(rendered, "Deployment", "zombied")["spec"]["template"]["spec"]
+    drain = flag_value(container(rendered)["args"], "--drain-timeout")
+    assert drain is not None, "set --drain-timeout explicitly, below the grace period"
+    drain_seconds = float(drain.removesuffix("s"))
+    # The kubelet's SIGKILL must come after zombied has drained and exited on its own.
+    assert pod_spec["terminationGracePeriodSeconds"] >= drain_seconds + 5
+    assert (pod_spec["terminationGracePeriodSeconds"], drain_seconds) == (30, 20.0)
+
+
+def test_security_context_is_locked_down(rendered: list[Obj]) -> None:
+    pod_spec = one(rendered, "Deployment", "zombied")["spec"]["template"]["spec"]
+    pod_ctx = pod_spec["securityContext"]
+    assert pod_ctx["runAsNonRoot"] is True
+    assert pod_ctx["runAsUser"] == 65532
+    assert pod_ctx["seccompProfile"] == {"type": "RuntimeDefault"}
+    ctx = container(rendered)["securityContext"]
+    assert ctx["runAsNonRoot"] is True
+    assert ctx["runAsUser"] == 65532
+    assert ctx["readOnlyRootFilesystem"] is True
+    assert ctx["allowPrivilegeEscalation"] is False
+    assert ctx["capabilities"] == {"drop": ["ALL"]}
+    assert ctx["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_image_user_matches_the_pod_user() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    users = re.findall(r"^USER\s+(\S+)", dockerfile, flags=re.MULTILINE)
+    assert users[-1].split(":")[0] == "65532"
+    assert re.search(r"^EXPOSE\s+8080\b", dockerfile, flags=re.MULTILINE)
+
+
+def test_resources_are_requested_and_memory_is_limited(rendered: list[Obj]) -> None:
+    resources = container(rendered)["resources"]
+    assert set(resources["requests"]) == {"cpu", "memory"}
+    assert "memory" in resources["limits"]
+    # No CPU limit: throttling a controller delays reaps; the request bounds scheduling.
+    assert "cpu" not in resources["limits"]
+
+
+def test_pod_identity_comes_from_the_downward_api(rendered: list[Obj]) -> None:
+    env = {item["name"]: item for item in container(rendered)["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+
+
+def test_replicas_spread_and_avoid_preemptible_nodes(rendered: list[Obj]) -> None:
+    pod_spec = one(rendered, "Deployment", "zombied")["spec"]["template"]["spec"]
+    anti = pod_spec["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    keys = {c["topologyKey"] for c in pod_spec["topologySpreadConstraints"]}
+    assert keys == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+    preferences = pod_spec["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    avoided = {
+        expr["key"]
+        for pref in preferences
+        for expr in pref["preference"]["matchExpressions"]
+        if expr["operator"] in ("DoesNotExist", "NotIn")
+    }
+    assert {"cloud.google.com/gke-preemptible", "cloud.google.com/gke-spot"} <= avoided
+    assert "tolerations" not in pod_spec
+
+
+def test_disruption_budget_keeps_one_replica(rendered: list[Obj]) -> None:
+    pdb = one(rendered, "PodDisruptionBudget", "zombied")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == SELECTOR
+
+
+def _rules(role: Obj) -> set[tuple[str, str, str, tuple[str, ...]]]:
+    return {
+        (group, resource, verb, tuple(rule.get("resourceNames", ())))
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+POD_RULES = {("", "pods", verb, ()) for verb in ("get", "list", "watch", "delete")} | {
+    ("", "events", verb, ()) for verb in ("create", "patch")
+}
+
+
+def test_leader_election_role_is_limited_to_its_lease(rendered: list[Obj]) -> None:
+    role = one(rendered, "Role", "zombied-leader-election")
+    assert role["metadata"]["namespace"] == "zombied"
+    assert _rules(role) == {
+        ("coordination.k8s.io", "leases", "create", ()),
+        ("coordination.k8s.io", "leases", "get", ("zombied",)),
+        ("coordination.k8s.io", "leases", "update", ("zombied",)),
+    }
+    binding = one(rendered, "RoleBinding", "zombied-leader-election")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "zombied", "namespace": "zombied"}
+    ]
+
+
+def test_base_grants_pods_cluster_wide(base: list[Obj]) -> None:
+    role = one(base, "ClusterRole", "zombied")
+    assert _rules(role) == POD_RULES
+    binding = one(base, "ClusterRoleBinding", "zombied")
+    assert binding["roleRef"]["name"] == "zombied"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "zombied", "namespace": "zombied"}
+    ]
+    assert flag_value(container(base)["args"], "--namespaces") is None
+
+
+def test_namespaced_overlay_grants_only_the_watched_namespaces(namespaced: list[Obj]) -> None:
+    assert not find(namespaced, "ClusterRole")
+    assert not find(namespaced, "ClusterRoleBinding")
+    watched = flag_value(container(namespaced)["args"], "--namespaces")
+    assert watched is not None
+    assert tuple(watched.split(",")) == OVERLAY_NAMESPACES
+    roles = {
+        role["metadata"]["namespace"]: role
+        for role in find(namespaced, "Role")
+        if role["metadata"]["name"] == "zombied"
+    }
+    assert set(roles) == set(OVERLAY_NAMESPACES)
+    for role in roles.values():
+        assert _rules(role) == POD_RULES
+    bindings = {b["metadata"]["namespace"] for b in find(namespaced, "RoleBinding", "zombied")}
+    assert bindings == set(OVERLAY_NAMESPACES)
+
+
+def test_kustomization_at_the_top_points_to_the_base() -> None:
+    top = (ROOT / "manifests" / "kustomization.yaml").read_text(encoding="utf-8")
+    assert "- base" in top
+    assert Path(ROOT / "manifests" / "base" / "kustomization.yaml").is_file()

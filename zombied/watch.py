@@ -46,10 +46,13 @@ __all__ = [
     "ScopeState",
     "WatchEvent",
     "Watcher",
+    "list_terminal_pods",
     "parse_event",
     "raise_for_status",
     "rbac_rule",
+    "request_args",
     "scopes_for",
+    "snapshot_in_scope",
 ]
 
 log = get_logger(__name__)
@@ -208,9 +211,9 @@ class PodCache:
         """The newest entry for ``key``, if the pod is known and terminal."""
         return self._entries.get(key)
 
-    def keys(self) -> list[str]:
-        """Every cached key."""
-        return list(self._entries)
+    def entries(self) -> list[CacheEntry]:
+        """Every cached entry."""
+        return list(self._entries.values())
 
     def now(self) -> datetime:
         """The wall clock used for due times."""
@@ -418,50 +421,19 @@ class Watcher:
     # -- LIST -------------------------------------------------------------------------
 
     def _request_args(self) -> dict[str, Any]:
-        args: dict[str, Any] = {"field_selector": self.scope.field_selector}
-        if self.label_selector:
-            args["label_selector"] = self.label_selector
-        return args
+        return request_args(self.scope, self.label_selector)
 
     def _call(self, **kwargs: Any) -> Any:
-        if self.scope.namespace is None:
-            return self._core.list_pod_for_all_namespaces(**kwargs)
-        return self._core.list_namespaced_pod(self.scope.namespace, **kwargs)
+        return _call(self._core, self.scope, **kwargs)
 
     async def _list(self) -> None:
-        snapshots: list[PodSnapshot] = []
-        token: str | None = None
-        resource_version = ""
-        while True:
-            args = self._request_args()
-            args["limit"] = self.page_size
-            if token:
-                args["_continue"] = token
-            response = await self._call(
-                _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=_LIST_TIMEOUT),
-                **args,
-            )
-            async with response:
-                await raise_for_status(response)
-                body = await response.read()
-            try:
-                page = json.loads(body)
-                items = page.get("items") or []
-                metadata = page.get("metadata") or {}
-                resource_version = str(metadata.get("resourceVersion") or "")
-                token = metadata.get("continue") or None
-            except (ValueError, AttributeError, TypeError) as exc:
-                raise aiohttp.ClientPayloadError(f"malformed LIST answer: {exc}") from None
-            for item in items:
-                snapshot = self._parse(item)
-                if snapshot is not None:
-                    snapshots.append(snapshot)
-            self._progress()
-            if not token:
-                break
-        if not resource_version:
-            raise aiohttp.ClientPayloadError("LIST answer without a resourceVersion")
+        snapshots, resource_version = await list_terminal_pods(
+            self._core,
+            self.scope,
+            label_selector=self.label_selector,
+            page_size=self.page_size,
+            on_page=self._progress,
+        )
         forgotten = self.cache.reconcile(self.scope, snapshots)
         self._resource_version = resource_version
         self._saw_event()
@@ -476,14 +448,7 @@ class Watcher:
             self._log.info("watch.reconciled", forgotten=forgotten)
 
     def _parse(self, obj: object) -> PodSnapshot | None:
-        try:
-            snapshot = parse_pod(obj)
-        except PodParseError as exc:
-            self._log.warning("watch.skipped", why="unparsable pod", detail=exc.reason)
-            return None
-        if not self.scope.owns(snapshot.namespace):
-            return None
-        return snapshot
+        return snapshot_in_scope(obj, self.scope)
 
     # -- WATCH ------------------------------------------------------------------------
 
@@ -554,6 +519,81 @@ class Watcher:
         snapshot = self._parse(event.object)
         if snapshot is not None:
             self.cache.upsert(snapshot)
+
+
+def request_args(scope: Scope, label_selector: str) -> dict[str, Any]:
+    """The selectors sent with every LIST and WATCH of ``scope``."""
+    args: dict[str, Any] = {"field_selector": scope.field_selector}
+    if label_selector:
+        args["label_selector"] = label_selector
+    return args
+
+
+def _call(core: Any, scope: Scope, **kwargs: Any) -> Any:
+    if scope.namespace is None:
+        return core.list_pod_for_all_namespaces(**kwargs)
+    return core.list_namespaced_pod(scope.namespace, **kwargs)
+
+
+def snapshot_in_scope(obj: object, scope: Scope) -> PodSnapshot | None:
+    """Parse a pod; None (logged) when unparsable, None (silently) when out of scope."""
+    try:
+        snapshot = parse_pod(obj)
+    except PodParseError as exc:
+        log.warning("watch.skipped", scope=scope.label, why="unparsable pod", detail=exc.reason)
+        return None
+    if not scope.owns(snapshot.namespace):
+        return None
+    return snapshot
+
+
+async def list_terminal_pods(
+    core: Any,
+    scope: Scope,
+    *,
+    label_selector: str = "",
+    page_size: int = _LIST_PAGE,
+    on_page: Callable[[], None] | None = None,
+) -> tuple[list[PodSnapshot], str]:
+    """LIST the terminal pods of ``scope`` page by page: (snapshots, resourceVersion)."""
+    snapshots: list[PodSnapshot] = []
+    token: str | None = None
+    resource_version = ""
+    while True:
+        args = request_args(scope, label_selector)
+        args["limit"] = page_size
+        if token:
+            args["_continue"] = token
+        response = await _call(
+            core,
+            scope,
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(total=_LIST_TIMEOUT),
+            **args,
+        )
+        async with response:
+            await raise_for_status(response)
+            body = await response.read()
+        try:
+            page = json.loads(body)
+            items = page.get("items") or []
+            metadata = page.get("metadata") or {}
+            resource_version = str(metadata.get("resourceVersion") or "")
+            token = metadata.get("continue") or None
+            iter(items)
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise aiohttp.ClientPayloadError(f"malformed LIST answer: {exc}") from None
+        for item in items:
+            snapshot = snapshot_in_scope(item, scope)
+            if snapshot is not None:
+                snapshots.append(snapshot)
+        if on_page is not None:
+            on_page()
+        if not token:
+            break
+    if not resource_version:
+        raise aiohttp.ClientPayloadError("LIST answer without a resourceVersion")
+    return snapshots, resource_version
 
 
 async def raise_for_status(response: aiohttp.ClientResponse) -> None:

@@ -17,6 +17,9 @@ import anyio
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+# Imported for its side effect: the metric objects register with the default registry
+# that /metrics serves, whoever else imports them.
+from zombied import metrics as _metrics  # noqa: F401
 from zombied.log import get_logger
 
 __all__ = ["Check", "HttpServer", "LoopMonitor"]

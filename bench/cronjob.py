@@ -1,0 +1,231 @@
+"""The workaround zombied replaces: a CronJob running the real `kubectl` on a schedule.
+
+Each run does what the usual CronJob script does: list every Failed pod in the
+cluster, then delete them by name, batched into `kubectl delete` command lines the way
+`xargs` would, with no uid precondition and no filter beyond the phase. Each run gets
+a fresh kubectl cache directory because a CronJob's pod starts with an empty one, so
+API discovery is paid on every run, as in a cluster. Runs follow a fixed schedule
+(`first + k * period`); a run that overruns its period skips the missed slots, as
+`concurrencyPolicy: Forbid` does. This module only ever talks to the simulator through
+the kubeconfig it is given.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+KUBECTL: Final = "/usr/bin/kubectl"
+# GNU xargs builds command lines of at most 128 KiB by default.
+XARGS_MAX_CHARS: Final = 128 * 1024
+LIST_COLUMNS: Final = "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name"
+
+
+@dataclass(slots=True)
+class Invocation:
+    """One kubectl process: what it cost the machine."""
+
+    argv_head: str
+    seconds: float
+    cpu_seconds: float
+    max_rss_bytes: int
+    returncode: int
+    stderr_tail: str = ""
+
+
+@dataclass(slots=True)
+class CronRun:
+    """One run of the job."""
+
+    scheduled: float
+    started: float
+    finished: float = 0.0
+    listed: int = 0
+    invocations: list[Invocation] = field(default_factory=list)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(inv.cpu_seconds for inv in self.invocations)
+
+    @property
+    def max_rss_bytes(self) -> int:
+        return max((inv.max_rss_bytes for inv in self.invocations), default=0)
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for inv in self.invocations if inv.returncode != 0)
+
+
+def batch_names(names: Iterable[str], *, prefix_chars: int, max_chars: int) -> list[list[str]]:
+    """Split arguments into command lines no longer than `max_chars`, as xargs does.
+
+    Each argument costs its length plus one separator; a single argument longer than
+    the limit still gets its own line rather than being dropped.
+    """
+    batches: list[list[str]] = []
+    current: list[str] = []
+    used = prefix_chars
+    for name in names:
+        cost = len(name) + 1
+        if current and used + cost > max_chars:
+            batches.append(current)
+            current = []
+            used = prefix_chars
+        current.append(name)
+        used += cost
+    if current:
+        batches.append(current)
+    return batches
+
+
+def parse_listing(text: str) -> dict[str, list[str]]:
+    """`NAMESPACE NAME` lines from `kubectl get -o custom-columns --no-headers` by namespace."""
+    by_namespace: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        namespace, name = parts
+        by_namespace.setdefault(namespace, []).append(name)
+    return by_namespace
+
+
+def _run(argv: Sequence[str], *, capture: bool) -> tuple[Invocation, str]:
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+            stderr=err,
+        )
+        out = b""
+        if capture:
+            assert proc.stdout is not None
+            # Read everything before reaping: a large listing would fill the pipe.
+            out = proc.stdout.read()
+            proc.stdout.close()
+        _, status, rusage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr_tail = err.read()[-500:].decode(errors="replace")
+    return (
+        Invocation(
+            argv_head=" ".join(argv[3:6]),
+            seconds=time.monotonic() - started,
+            cpu_seconds=rusage.ru_utime + rusage.ru_stime,
+            max_rss_bytes=rusage.ru_maxrss * 1024,
+            returncode=proc.returncode,
+            stderr_tail=stderr_tail.strip(),
+        ),
+        out.decode(errors="replace"),
+    )
+
+
+def run_once(kubeconfig: Path, *, kubectl: str = KUBECTL, scheduled: float = 0.0) -> CronRun:
+    """One run of the CronJob script, start to end."""
+    run = CronRun(scheduled=scheduled, started=time.time())
+    with tempfile.TemporaryDirectory(prefix="kubectl-cache-") as cache:
+        base = [kubectl, f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}"]
+        listing, out = _run(
+            [
+                *base,
+                "get",
+                "pods",
+                "-A",
+                "--field-selector=status.phase==Failed",
+                "-o",
+                LIST_COLUMNS,
+                "--no-headers",
+            ],
+            capture=True,
+        )
+        run.invocations.append(listing)
+        by_namespace = parse_listing(out)
+        run.listed = sum(len(names) for names in by_namespace.values())
+        for namespace, names in sorted(by_namespace.items()):
+            head = [*base, "delete", "--wait=false", "-n", namespace]
+            prefix = sum(len(part) + 1 for part in head)
+            for batch in batch_names(
+                (f"pod/{name}" for name in names), prefix_chars=prefix, max_chars=XARGS_MAX_CHARS
+            ):
+                invocation, _ = _run([*head, *batch], capture=False)
+                run.invocations.append(invocation)
+    run.finished = time.time()
+    return run
+
+
+class CronJob:
+    """Runs `run_once` at `first + k * period` in a thread until stopped."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        *,
+        period: float,
+        first: float,
+        kubectl: str = KUBECTL,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.period = period
+        self.first = first
+        self.kubectl = kubectl
+        self.runs: list[CronRun] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="cronjob", daemon=True)
+
+    def __enter__(self) -> CronJob:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop scheduling; a run in progress finishes (kubectl exits on its own)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=600)
+
+    def completed_runs(self) -> list[CronRun]:
+        with self._lock:
+            return list(self.runs)
+
+    def next_slot(self, now: float) -> float:
+        """The first scheduled time at or after `now`."""
+        if now <= self.first:
+            return self.first
+        # The epsilon keeps float error from pushing an exact slot to the next one.
+        slots = math.ceil((now - self.first) / self.period - 1e-9)
+        return self.first + slots * self.period
+
+    def _loop(self) -> None:
+        earliest = self.first
+        while not self._stop.is_set():
+            slot = self.next_slot(max(time.time(), earliest))
+            if self._stop.wait(max(0.0, slot - time.time())):
+                return
+            try:
+                run = run_once(self.kubeconfig, kubectl=self.kubectl, scheduled=slot)
+            except OSError as err:
+                self.errors.append(str(err))
+                return
+            with self._lock:
+                self.runs.append(run)
+            earliest = slot + self.period

@@ -1,0 +1,516 @@
+"""The benchmark's results as data, and their rendering as markdown.
+
+`PhaseResult` is one measured phase (a reaper, a cluster size, a scenario); the
+functions below turn a list of them into the tables of `bench/RESULTS.md`. Rendering
+is pure (results in, text out) so it is unit-tested without running anything; this
+module must never start a process or read a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench.stats import LatencySummary, VerbCost, per_minute, ratio, total_cost
+
+ZOMBIED = "zombied"
+CRONJOB = "cronjob"
+
+
+@dataclass(slots=True)
+class PhaseResult:
+    """Figures for one reaper on one scenario at one cluster size."""
+
+    reaper: str
+    pods: int
+    nodes: int
+    scenario: str  # "steady", "storm", "trickle"
+    setting: str  # e.g. "qps 1000" or "period 60 s"
+    window_s: float
+    zombies: int = 0
+    latencies: list[float] = field(default_factory=list)
+    clear_s: float = math.nan
+    costs: dict[str, VerbCost] = field(default_factory=dict)
+    peak_rss_bytes: float = math.nan
+    cpu_s: float = math.nan
+    missed: int = 0
+    missed_note: str = ""
+    wrong: int = 0
+    wrong_examples: list[str] = field(default_factory=list)
+    zombies_held: int = 0  # zombies alive in the cluster while RSS was measured
+    cost_zombies: int = -1  # zombies the API cost covers; -1: the same as `zombies`
+    cost_note: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def latency(self) -> LatencySummary:
+        return LatencySummary.of(self.latencies)
+
+    @property
+    def requests(self) -> int:
+        return total_cost(self.costs).requests
+
+    @property
+    def bytes(self) -> int:
+        return total_cost(self.costs).bytes
+
+    @property
+    def requests_per_zombie(self) -> float:
+        covered = self.zombies if self.cost_zombies < 0 else self.cost_zombies
+        return self.requests / covered if covered else math.nan
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["costs"] = {verb: asdict(cost) for verb, cost in self.costs.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PhaseResult:
+        values = dict(data)
+        values["costs"] = {verb: VerbCost(**cost) for verb, cost in values["costs"].items()}
+        return cls(**values)
+
+
+def fmt_seconds(value: float | None) -> str:
+    """Seconds in a unit a reader compares at a glance: ms below 1 s, s below 10 min."""
+    if value is None or math.isnan(value):
+        return "-"
+    if value < 1.0:
+        return f"{value * 1000:.0f} ms" if value >= 0.01 else f"{value * 1000:.1f} ms"
+    if value < 600:
+        return f"{value:.1f} s"
+    return f"{value / 60:.1f} min"
+
+
+def fmt_bytes(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def fmt_ratio(value: float | None) -> str:
+    """zombied / CronJob; below 1 means zombied is smaller (faster, cheaper)."""
+    if value is None or math.isnan(value):
+        return "-"
+    if value >= 100:
+        return f"{value:.0f}x"
+    if value >= 0.1:
+        return f"{value:.2f}x"
+    return f"{value:.3f}x" if value >= 0.001 else f"{value:.1e}x"
+
+
+def fmt_count(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.1f}"
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A GitHub markdown table; the first column left-aligned, the others right-aligned."""
+    lines = ["| " + " | ".join(headers) + " |"]
+    lines.append("|" + "|".join([" --- "] + [" ---: "] * (len(headers) - 1)) + "|")
+    lines.extend("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def find(
+    results: Iterable[PhaseResult], reaper: str, pods: int, scenario: str
+) -> PhaseResult | None:
+    for result in results:
+        if result.reaper == reaper and result.pods == pods and result.scenario == scenario:
+            return result
+    return None
+
+
+def sizes(results: Iterable[PhaseResult]) -> list[int]:
+    return sorted({result.pods for result in results})
+
+
+def comparison_rows(results: Sequence[PhaseResult], scenario: str) -> list[list[str]]:
+    """One row per figure and cluster size: zombied, CronJob, and their ratio."""
+    rows: list[list[str]] = []
+    for pods in sizes(results):
+        zombied = find(results, ZOMBIED, pods, scenario)
+        cron = find(results, CRONJOB, pods, scenario)
+        if zombied is None and cron is None:
+            continue
+        figures: list[tuple[str, float | None, float | None, Any]] = [
+            ("zombies", _get(zombied, "zombies"), _get(cron, "zombies"), fmt_count),
+            ("reap latency p50", _lat(zombied, "p50"), _lat(cron, "p50"), fmt_seconds),
+            ("reap latency p99", _lat(zombied, "p99"), _lat(cron, "p99"), fmt_seconds),
+            ("reap latency max", _lat(zombied, "max"), _lat(cron, "max"), fmt_seconds),
+            ("time to clear", _get(zombied, "clear_s"), _get(cron, "clear_s"), fmt_seconds),
+            ("API requests", _get(zombied, "requests"), _get(cron, "requests"), fmt_count),
+            ("API response bytes", _get(zombied, "bytes"), _get(cron, "bytes"), fmt_bytes),
+            (
+                "API requests per zombie",
+                _get(zombied, "requests_per_zombie"),
+                _get(cron, "requests_per_zombie"),
+                fmt_count,
+            ),
+            (
+                "peak RSS",
+                _get(zombied, "peak_rss_bytes"),
+                _get(cron, "peak_rss_bytes"),
+                fmt_bytes,
+            ),
+            ("CPU seconds", _get(zombied, "cpu_s"), _get(cron, "cpu_s"), _fmt_cpu),
+            ("zombies missed", _get(zombied, "missed"), _get(cron, "missed"), fmt_count),
+            ("wrong deletes", _get(zombied, "wrong"), _get(cron, "wrong"), fmt_count),
+        ]
+        for label, left, right, fmt in figures:
+            show_ratio = label not in {"zombies", "zombies missed", "wrong deletes"}
+            rows.append(
+                [
+                    f"{pods:,} pods",
+                    label,
+                    fmt(left),
+                    fmt(right),
+                    fmt_ratio(ratio(left, right)) if show_ratio else "",
+                ]
+            )
+    return rows
+
+
+def _fmt_cpu(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.2f} s"
+
+
+def _get(result: PhaseResult | None, name: str) -> float | None:
+    if result is None:
+        return None
+    value = getattr(result, name)
+    return float(value)
+
+
+def _lat(result: PhaseResult | None, name: str) -> float | None:
+    if result is None:
+        return None
+    return float(getattr(result.latency, name))
+
+
+def steady_rows(results: Sequence[PhaseResult]) -> list[list[str]]:
+    """Idle cost per minute: requests and bytes by verb, RSS, CPU."""
+    rows: list[list[str]] = []
+    for pods in sizes(results):
+        for reaper in (ZOMBIED, CRONJOB):
+            result = find(results, reaper, pods, "steady")
+            if result is None:
+                continue
+            verbs = ", ".join(
+                f"{verb} {per_minute(cost.requests, result.window_s):.1f}"
+                for verb, cost in result.costs.items()
+            )
+            total = total_cost(result.costs)
+            rows.append(
+                [
+                    f"{pods:,} pods",
+                    f"{reaper} ({result.setting})",
+                    fmt_seconds(result.window_s),
+                    f"{per_minute(total.requests, result.window_s):.1f}",
+                    verbs or "none",
+                    fmt_bytes(per_minute(total.bytes, result.window_s)),
+                    fmt_seconds(per_minute(total.seconds, result.window_s)),
+                    fmt_bytes(result.peak_rss_bytes),
+                    _fmt_cpu(per_minute(result.cpu_s, result.window_s)),
+                ]
+            )
+    return rows
+
+
+def cost_rows(results: Sequence[PhaseResult]) -> list[list[str]]:
+    """API requests and bytes by verb for every phase."""
+    rows: list[list[str]] = []
+    for result in sorted(results, key=lambda r: (r.pods, r.scenario, r.reaper)):
+        for verb, cost in result.costs.items():
+            rows.append(
+                [
+                    f"{result.pods:,} pods",
+                    result.scenario,
+                    f"{result.reaper} ({result.setting})",
+                    verb,
+                    fmt_count(cost.requests),
+                    fmt_bytes(cost.bytes),
+                    fmt_seconds(cost.seconds),
+                ]
+            )
+    return rows
+
+
+def memory_rows(results: Sequence[PhaseResult]) -> list[list[str]]:
+    """zombied's RSS by cluster size, for each scenario, with the zombies it was holding."""
+    rows: list[list[str]] = []
+    for scenario in ("steady", "trickle", "storm"):
+        for pods in sizes(results):
+            result = find(results, ZOMBIED, pods, scenario)
+            if result is None:
+                continue
+            rows.append(
+                [
+                    scenario,
+                    f"{pods:,}",
+                    fmt_count(result.zombies),
+                    fmt_bytes(result.peak_rss_bytes),
+                ]
+            )
+    return rows
+
+
+def rss_growth(results: Sequence[PhaseResult], scenario: str) -> float | None:
+    """Relative growth of zombied's peak RSS from the smallest to the largest cluster."""
+    by_size = [
+        result
+        for pods in sizes(results)
+        if (result := find(results, ZOMBIED, pods, scenario)) is not None
+        and not math.isnan(result.peak_rss_bytes)
+    ]
+    if len(by_size) < 2:
+        return None
+    return ratio(by_size[-1].peak_rss_bytes, by_size[0].peak_rss_bytes)
+
+
+def targets_rows(results: Sequence[PhaseResult]) -> list[list[str]]:
+    """design.md's scale and cost targets against what zombied measured."""
+    rows: list[list[str]] = []
+    mine = [r for r in results if r.reaper == ZOMBIED]
+    for result in mine:
+        if result.scenario == "trickle" and result.latencies:
+            p99 = result.latency.p99
+            rows.append(
+                [
+                    f"reap latency at min age 0, {result.pods:,} pods, trickle ({result.setting})",
+                    "within tens of ms (p99 <= 100 ms)",
+                    f"p50 {fmt_seconds(result.latency.p50)}, p99 {fmt_seconds(p99)}",
+                    "met" if p99 <= 0.1 else f"missed by {fmt_seconds(p99 - 0.1)}",
+                ]
+            )
+    lists = sum(r.costs["list"].requests for r in mine if "list" in r.costs)
+    rows.append(
+        [
+            "no periodic LIST (after the first list, in every measured window)",
+            "0 LIST",
+            f"{lists} LIST",
+            "met" if lists == 0 else "missed",
+        ]
+    )
+    watches = [r.extra.get("open_watches", math.nan) for r in mine if r.scenario == "steady"]
+    known = [w for w in watches if not math.isnan(w)]
+    if known:
+        rows.append(
+            [
+                "one open watch per scope (cluster-wide: 1)",
+                "1",
+                ", ".join(fmt_count(w) for w in known),
+                "met" if all(w == 1 for w in known) else "missed",
+            ]
+        )
+    for scenario in ("steady", "trickle"):
+        growth = rss_growth(results, scenario)
+        if growth is None:
+            continue
+        rows.append(
+            [
+                f"flat RSS from {sizes(mine)[0]:,} to {sizes(mine)[-1]:,} running pods "
+                f"({scenario})",
+                "growth <= 10 %",
+                f"{(growth - 1) * 100:+.1f} %",
+                "met" if growth <= 1.10 else f"missed by {(growth - 1.10) * 100:.1f} points",
+            ]
+        )
+    return rows
+
+
+def summary_lines(results: Sequence[PhaseResult]) -> str:
+    """A few lines for the terminal at the end of a run."""
+    lines = []
+    for result in results:
+        lat = result.latency
+        lines.append(
+            f"{result.reaper:8} {result.pods:>7,} pods {result.scenario:8} "
+            f"zombies {result.zombies:>6} p50 {fmt_seconds(lat.p50):>9} "
+            f"p99 {fmt_seconds(lat.p99):>9} "
+            f"max {fmt_seconds(lat.max):>9} req {result.requests:>6} "
+            f"rss {fmt_bytes(result.peak_rss_bytes):>9} missed {result.missed} wrong {result.wrong}"
+        )
+    return "\n".join(lines)
+
+
+def render_document(
+    results: Sequence[PhaseResult],
+    *,
+    facts: Mapping[str, str],
+    plan: Mapping[str, Any],
+    elapsed_s: float,
+    picture: str,
+    generated: str,
+    command: str,
+    model: Callable[[float], LatencySummary],
+    notes: Sequence[str] = (),
+) -> str:
+    """The whole of RESULTS.md."""
+    period = float(plan["cron_period_s"])
+    parts: list[str] = [
+        "# zombied benchmark",
+        "",
+        f"Generated by `{command}` on {generated}; the run took {elapsed_s:.0f} s. "
+        "Do not edit: rerun the command.",
+        "",
+        f"![reap-latency distributions and RSS against cluster size]({picture})",
+        "",
+        "## Machine",
+        "",
+        markdown_table(["", ""], [[name, value] for name, value in facts.items()]),
+        "",
+        "## What runs",
+        "",
+        _scenario_text(plan),
+        "",
+        "Ratios are zombied / CronJob: below 1 means zombied is faster or cheaper.",
+        "",
+        "## Storm: 10 % of the nodes shut down at once",
+        "",
+        markdown_table(
+            ["cluster", "figure", "zombied", "CronJob", "ratio"], comparison_rows(results, "storm")
+        ),
+        "",
+        "## Trickle: one node every few seconds",
+        "",
+        markdown_table(
+            ["cluster", "figure", "zombied", "CronJob", "ratio"],
+            comparison_rows(results, "trickle"),
+        ),
+        "",
+        "## Steady state: no preemptions",
+        "",
+        "Per minute. The CronJob's figures are one empty run (discovery, then the LIST of "
+        f"Failed pods) scaled to its period of {period:.0f} s.",
+        "",
+        markdown_table(
+            [
+                "cluster",
+                "reaper",
+                "window",
+                "requests/min",
+                "by verb /min",
+                "bytes/min",
+                "server time/min",
+                "peak RSS",
+                "CPU/min",
+            ],
+            steady_rows(results),
+        ),
+        "",
+        "## Memory against cluster size",
+        "",
+        "zombied's peak RSS while the cluster held the given number of running pods. "
+        "Steady and trickle hold the same number of zombies at every size; the storm's "
+        "zombies are 10 % of the pods, so its memory is expected to grow with them.",
+        "",
+        markdown_table(["scenario", "running pods", "zombies", "peak RSS"], memory_rows(results)),
+        "",
+        "## Design targets",
+        "",
+        markdown_table(["target", "wanted", "measured", "verdict"], targets_rows(results)),
+        "",
+    ]
+    if period != DEFAULT_CRON_PERIOD:
+        parts.extend(_default_period_section(results, period, model))
+    parts.extend(
+        [
+            "## API requests and bytes by verb",
+            "",
+            "From the simulator's request log, within each phase's window; the simulator's "
+            "own control API (the harness) is excluded. `server time` is the simulator's "
+            "time answering.",
+            "",
+            markdown_table(
+                ["cluster", "scenario", "reaper", "verb", "requests", "bytes", "server time"],
+                cost_rows(results),
+            ),
+            "",
+        ]
+    )
+    wrong = [
+        f"- {r.reaper}, {r.pods:,} pods, {r.scenario}: {example}"
+        for r in results
+        for example in r.wrong_examples
+    ]
+    if wrong:
+        parts.extend(["## Wrong deletes (examples)", "", *wrong, ""])
+    if notes:
+        parts.extend(["## Notes", "", *(f"- {note}" for note in notes), ""])
+    return "\n".join(parts)
+
+
+DEFAULT_CRON_PERIOD = 60.0
+
+
+def _default_period_section(
+    results: Sequence[PhaseResult], period: float, model: Callable[[float], LatencySummary]
+) -> list[str]:
+    rows: list[list[str]] = []
+    for pods in sizes(results):
+        storm = find(results, CRONJOB, pods, "storm")
+        if storm is None or math.isnan(storm.clear_s):
+            continue
+        expected = model(max(0.0, storm.latency.max - period))
+        rows.append(
+            [
+                f"{pods:,} pods",
+                fmt_seconds(expected.p50),
+                fmt_seconds(expected.p99),
+                fmt_seconds(expected.max),
+            ]
+        )
+    return [
+        f"## CronJob at its default period of {DEFAULT_CRON_PERIOD:.0f} s (model)",
+        "",
+        f"This run used a period of {period:.0f} s. A zombie waits for the next run "
+        "(uniform over the period) and then for the run to reach it; with the run time "
+        "measured here the default period gives:",
+        "",
+        markdown_table(["cluster", "p50", "p99", "max"], rows),
+        "",
+    ]
+
+
+def _scenario_text(plan: Mapping[str, Any]) -> str:
+    sizes_text = ", ".join(f"{size:,}" for size in plan["sizes"])
+    return "\n".join(
+        [
+            f"- Clusters of {sizes_text} running pods, {plan['pods_per_node']} pods per node, "
+            f"{plan['namespaces']} namespaces, owned by ReplicaSets, StatefulSets, Jobs, "
+            "DaemonSets and bare pods. The simulator (`python -m zombied.sim`) runs in its own "
+            "process; a fresh one for each reaper and size.",
+            "- zombied runs as `zombied run --kubeconfig K --min-age 0s --listen 127.0.0.1:P "
+            "--log-format json`: with its default rate limits for the steady state and the "
+            "trickle, and with `--qps 1000 --burst 1000 --max-in-flight 16` for the storm.",
+            f"- Steady: {plan['steady_s']:.0f} s with no preemption. Trickle: "
+            f"{plan['trickle_nodes']} nodes shut down one after the other (zombied: every "
+            f"{plan['trickle_interval_s']:.0f} s; CronJob: spread over its period), mixing "
+            "the kubelet's variants (1.20 `Shutdown`, 1.22 `Terminated` and `NodeShutdown`, "
+            "1.26 with `DisruptionTarget`, and the newest kubelet's `Succeeded`). Storm: "
+            f"{plan['storm_fraction'] * 100:.0f} % of the nodes shut down at once.",
+            "- CronJob: the real kubectl on a schedule, every "
+            f"{plan['cron_period_s']:.0f} s: `kubectl get pods -A "
+            "--field-selector=status.phase==Failed` (namespace and name columns: `-o name` "
+            "drops the namespace with `-A`), then `kubectl delete --wait=false -n NS pod/...` "
+            "batched per namespace as `xargs` would (128 KiB command lines), each run with an "
+            "empty kubectl cache as in a fresh CronJob pod. Its RSS is the largest kubectl "
+            "process and its CPU the sum over its runs; it holds no memory between runs.",
+            "- Reap latency: from the simulator applying the kubelet's status to the "
+            "simulator receiving the DELETE, both on the simulator's clock. Wrong delete: a "
+            "delete of a pod that was not a node-shutdown zombie when deleted, or of another "
+            "uid than the zombie's (neither reaper ever gets a say here: the audit reads the "
+            "simulator's delete log).",
+        ]
+    )

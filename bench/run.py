@@ -1,0 +1,590 @@
+"""Benchmark zombied against the `kubectl` CronJob it replaces (`make bench`).
+
+For each cluster size the simulator runs in its own process with a fresh cluster, and
+the two reapers are measured one after the other on the same scenarios: zombied as
+`zombied run` (at its default rate limits for the steady state and the trickle, with
+the limits lifted for the storm), then the CronJob script with the real kubectl on a
+fixed schedule. Figures come from the simulator's request and delete logs (its clock)
+and from the kernel's accounting of each process; `bench/RESULTS.md`,
+`bench/results.png` and `bench/results.json` are rewritten at the end. `--quick` is a
+smoke run that finishes in under a minute and writes into a temporary directory. Every
+process started here is stopped before this program exits, and all traffic stays on
+127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # Run as a script (`python bench/run.py`): make the `bench` package importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import machine, plot, report
+from bench.cronjob import CronJob, CronRun
+from bench.procs import Child, Sampler, wait_for
+from bench.report import CRONJOB, ZOMBIED, PhaseResult
+from bench.simctl import REPO, Preemption, SimProcess, ZombiedProcess, venv_tool
+from bench.stats import (
+    Zombie,
+    audit_deletes,
+    clear_time,
+    cost_by_verb,
+    expected_cron_latency,
+    peak,
+)
+
+BENCH_DIR = Path(__file__).resolve().parent
+LIFTED = ("--qps", "1000", "--burst", "1000", "--max-in-flight", "16")
+DEFAULT_PERIOD = 60.0
+# Node-shutdown variants over the trickle's nodes: mostly the common 1.22+ kill, and one
+# of each other shape the kubelet leaves (a pod rejected during shutdown; a pod whose
+# containers had exited 0 stays Succeeded on the newest kubelets).
+TRICKLE_VARIANTS = (
+    ("1.22", "terminated"),
+    ("1.22", "rejected"),
+    ("1.26", "terminated"),
+    ("1.20", "terminated"),
+    ("1.22", "terminated"),
+    ("newest", "succeeded"),
+    ("1.22", "terminated"),
+    ("1.26", "terminated"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything a run measures; `--quick` shrinks it to a smoke run."""
+
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
+    pods_per_node: int = 30
+    namespaces: int = 10
+    steady_s: float = 20.0
+    storm_fraction: float = 0.10
+    trickle_nodes: int = 8
+    trickle_interval_s: float = 3.0
+    cron_period_s: float = DEFAULT_PERIOD
+    clear_timeout_s: float = 180.0
+    seed: int = 1
+    quick: bool = False
+    profile: bool = False
+
+    def nodes(self, pods: int) -> int:
+        return max(1, math.ceil(pods / self.pods_per_node))
+
+    def storm_nodes(self, pods: int) -> int:
+        return max(1, round(self.nodes(pods) * self.storm_fraction))
+
+
+QUICK = Plan(
+    sizes=(1_000,),
+    steady_s=3.0,
+    trickle_nodes=3,
+    trickle_interval_s=1.0,
+    cron_period_s=8.0,
+    clear_timeout_s=20.0,
+    quick=True,
+)
+
+
+@dataclass(slots=True)
+class Session:
+    """One simulator with one cluster: the raw material of a reaper's results."""
+
+    sim: SimProcess
+    pods: int
+    nodes: list[str]
+    zombies: list[Zombie] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def pick_nodes(nodes: Sequence[str], plan: Plan, pods: int) -> tuple[list[str], list[str]]:
+    """Disjoint trickle and storm node sets, the same for both reapers."""
+    order = random.Random(plan.seed + pods).sample(list(nodes), len(nodes))
+    trickle = order[: plan.trickle_nodes]
+    storm = order[plan.trickle_nodes : plan.trickle_nodes + plan.storm_nodes(pods)]
+    return trickle, storm
+
+
+def start_cluster(workdir: Path, plan: Plan, pods: int, label: str) -> tuple[SimProcess, Session]:
+    sim = SimProcess(workdir, name=f"sim-{label}-{pods}")
+    sim.__enter__()
+    try:
+        started = time.monotonic()
+        sim.build(nodes=plan.nodes(pods), pods=pods, namespaces=plan.namespaces)
+        nodes = sim.node_names()
+        log(
+            f"  cluster of {pods:,} pods on {len(nodes)} nodes "
+            f"in {time.monotonic() - started:.1f} s"
+        )
+    except BaseException:
+        sim.__exit__(None, None, None)
+        raise
+    return sim, Session(sim=sim, pods=pods, nodes=nodes)
+
+
+def preempt(session: Session, node: str, index: int, group: str) -> Preemption:
+    version, variant = (
+        TRICKLE_VARIANTS[index % len(TRICKLE_VARIANTS)]
+        if group == "trickle"
+        else ("1.22", "terminated")
+    )
+    done = session.sim.preempt(node, version=version, variant=variant, group=group)
+    session.preemptions.append(done)
+    session.zombies.extend(done.zombies)
+    return done
+
+
+def wait_cleared(session: Session, groups: set[str], timeout: float, *, since: int = 0) -> bool:
+    """Until every zombie of `groups` has a delete record (or `timeout` passes)."""
+    wanted = {z.uid for z in session.zombies if z.group in groups}
+
+    def cleared() -> bool:
+        deleted = {
+            str((record.get("obj") or {}).get("metadata", {}).get("uid", ""))
+            for record in session.sim.deleted()[since:]
+        }
+        return wanted <= deleted
+
+    return wait_for(cleared, timeout=timeout, interval=0.5)
+
+
+def zombied_phase(
+    session: Session,
+    *,
+    scenario: str,
+    setting: str,
+    since: float,
+    until: float,
+    sampler: Sampler,
+    zombies: list[Zombie],
+    deleted: list[dict[str, object]],
+    requests: list[dict[str, object]],
+) -> PhaseResult:
+    audit = audit_deletes(zombies, [r for r in deleted if since <= float(r["time"]) <= until])  # type: ignore[arg-type]
+    latencies = audit.all_latencies
+    return PhaseResult(
+        reaper=ZOMBIED,
+        pods=session.pods,
+        nodes=len(session.nodes),
+        scenario=scenario,
+        setting=setting,
+        window_s=until - since,
+        zombies=len(zombies),
+        latencies=latencies,
+        clear_s=clear_time(
+            (z.failed_at for z in zombies),
+            (t for ts in audit.deleted_by_group.values() for t in ts),
+        ),
+        costs=cost_by_verb(requests, since=since, until=until),
+        peak_rss_bytes=peak(sampler.rss, since, until),
+        cpu_s=sampler.cpu_at(until) - sampler.cpu_at(since),
+        missed=len(audit.missed),
+        wrong=len(audit.wrong),
+        wrong_examples=[
+            f"{w.namespace}/{w.name} ({w.phase} {w.reason}): {w.why}" for w in audit.wrong[:5]
+        ],
+    )
+
+
+def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
+    """Steady state and trickle at default limits, then the storm with limits lifted."""
+    log(f"zombied, {pods:,} pods")
+    sim, session = start_cluster(workdir, plan, pods, "zombied")
+    results: list[PhaseResult] = []
+    trickle_nodes, storm_nodes = pick_nodes(session.nodes, plan, pods)
+    with sim:
+        with (
+            ZombiedProcess(sim, workdir, name=f"zombied-defaults-{pods}") as daemon,
+            Sampler(daemon.pid) as sampler,
+        ):
+            sampler.sample()
+            steady_start = time.time()
+            time.sleep(plan.steady_s)
+            steady_end = time.time()
+            log(f"  steady state {plan.steady_s:.0f} s done")
+            for index, node in enumerate(trickle_nodes):
+                if index:
+                    time.sleep(plan.trickle_interval_s)
+                preempt(session, node, index, "trickle")
+            cleared = wait_cleared(session, {"trickle"}, plan.clear_timeout_s)
+            time.sleep(0.5)  # let the last Events and log lines land inside the window
+            trickle_end = time.time()
+            sampler.sample()
+            log(
+                f"  trickle of {len(trickle_nodes)} nodes {'cleared' if cleared else 'NOT cleared'}"
+            )
+            deleted = sim.deleted()
+            requests = sim.requests()
+            trickle = [z for z in session.zombies if z.group == "trickle"]
+            results.append(
+                zombied_phase(
+                    session,
+                    scenario="steady",
+                    setting="default limits",
+                    since=steady_start,
+                    until=steady_end,
+                    sampler=sampler,
+                    zombies=[],
+                    deleted=deleted,
+                    requests=requests,
+                )
+            )
+            results.append(
+                zombied_phase(
+                    session,
+                    scenario="trickle",
+                    setting="default limits",
+                    since=steady_end,
+                    until=trickle_end,
+                    sampler=sampler,
+                    zombies=trickle,
+                    deleted=deleted,
+                    requests=requests,
+                )
+            )
+            results[-1].zombies_held = len(trickle)
+        offset = len(sim.deleted())
+        with (
+            ZombiedProcess(sim, workdir, name=f"zombied-lifted-{pods}", extra=LIFTED) as daemon,
+            Sampler(daemon.pid) as sampler,
+        ):
+            sampler.sample()
+            profiler = start_profiler(plan, daemon, workdir, pods)
+            try:
+                storm_start = time.time()
+                for node in storm_nodes:
+                    preempt(session, node, 0, "storm")
+                log(
+                    f"  storm: {len(storm_nodes)} nodes preempted "
+                    f"in {time.time() - storm_start:.1f} s"
+                )
+                cleared = wait_cleared(session, {"storm"}, plan.clear_timeout_s, since=offset)
+                time.sleep(0.5)
+                storm_end = time.time()
+                sampler.sample()
+            finally:
+                if profiler is not None:
+                    profiler.stop()
+            log(f"  storm {'cleared' if cleared else 'NOT cleared'}")
+            storm = [z for z in session.zombies if z.group == "storm"]
+            results.append(
+                zombied_phase(
+                    session,
+                    scenario="storm",
+                    setting="qps 1000, 16 in flight",
+                    since=storm_start,
+                    until=storm_end,
+                    sampler=sampler,
+                    zombies=storm,
+                    deleted=sim.deleted(),
+                    requests=sim.requests(),
+                )
+            )
+        # Deletes outside every measured window are judged too: a wrong delete anywhere counts.
+        everything = audit_deletes(session.zombies, sim.deleted())
+        stray = len(everything.wrong) - sum(r.wrong for r in results)
+        if stray > 0:
+            results[-1].wrong += stray
+    return results
+
+
+def start_profiler(plan: Plan, daemon: ZombiedProcess, workdir: Path, pods: int) -> Child | None:
+    """py-spy on the zombied process for the largest storm, when asked for."""
+    if not plan.profile or pods != max(plan.sizes):
+        return None
+    out = workdir / f"profile-storm-{pods}.txt"
+    child = Child(
+        "py-spy",
+        [
+            venv_tool("py-spy"),
+            "record",
+            "--pid",
+            str(daemon.pid),
+            "--format",
+            "raw",
+            "--rate",
+            "200",
+            "--output",
+            str(out),
+        ],
+        log_path=workdir / "py-spy.log",
+        # py-spy writes its output when interrupted, as after Ctrl-C.
+        stop_signal=signal.SIGINT,
+    )
+    child.__enter__()
+    time.sleep(1.0)  # attach before the storm starts
+    return child
+
+
+def cron_phase(
+    session: Session,
+    *,
+    scenario: str,
+    setting: str,
+    runs: Sequence[CronRun],
+    since: float,
+    until: float,
+    zombies: list[Zombie],
+    deleted: list[dict[str, object]],
+    requests: list[dict[str, object]],
+    window_s: float,
+) -> PhaseResult:
+    audit = audit_deletes(zombies, [r for r in deleted if since <= float(r["time"]) <= until])  # type: ignore[arg-type]
+    # The job's filter never matches these: they stay until PodGC's threshold.
+    succeeded_missed = sum(1 for z in audit.missed if z.variant == "succeeded")
+    return PhaseResult(
+        reaper=CRONJOB,
+        pods=session.pods,
+        nodes=len(session.nodes),
+        scenario=scenario,
+        setting=setting,
+        window_s=window_s,
+        zombies=len(zombies),
+        latencies=audit.all_latencies,
+        clear_s=clear_time(
+            (z.failed_at for z in zombies),
+            (t for ts in audit.deleted_by_group.values() for t in ts),
+        ),
+        costs=cost_by_verb(requests, since=since, until=until),
+        peak_rss_bytes=float(max((run.max_rss_bytes for run in runs), default=0)) or math.nan,
+        cpu_s=sum(run.cpu_seconds for run in runs),
+        missed=len(audit.missed),
+        missed_note=f"{succeeded_missed} Succeeded-phase" if succeeded_missed else "",
+        wrong=len(audit.wrong),
+        wrong_examples=[
+            f"{w.namespace}/{w.name} ({w.phase} {w.reason}): {w.why}" for w in audit.wrong[:5]
+        ],
+    )
+
+
+def run_cronjob(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
+    """One empty run (steady), then trickle and storm zombies cleared by the next run."""
+    period = plan.cron_period_s
+    log(f"CronJob (kubectl every {period:.0f} s), {pods:,} pods")
+    sim, session = start_cluster(workdir, plan, pods, "cronjob")
+    trickle_nodes, storm_nodes = pick_nodes(session.nodes, plan, pods)
+    setting = f"every {period:.0f} s"
+    with sim:
+        first = time.time() + 0.5
+        with CronJob(sim.kubeconfig, period=period, first=first) as cron:
+            if not wait_for(lambda: len(cron.completed_runs()) >= 1, timeout=period + 120):
+                raise RuntimeError(f"the CronJob's first run did not finish: {cron.errors}")
+            empty = cron.completed_runs()[0]
+            log(f"  empty run took {empty.finished - empty.started:.2f} s")
+            # Zombies arrive spread over the period (a CronJob's runs are not aligned with
+            # preemptions); the storm lands in the middle of it.
+            storm_at = first + 0.5 * period
+            slots = [
+                first + (index + 0.5) * period / max(1, len(trickle_nodes))
+                for index in range(len(trickle_nodes))
+            ]
+            storm_done = False
+            for index, (node, at) in enumerate(zip(trickle_nodes, slots, strict=True)):
+                if not storm_done and at >= storm_at:
+                    time.sleep(max(0.0, storm_at - time.time()))
+                    for storm_node in storm_nodes:
+                        preempt(session, storm_node, 0, "storm")
+                    storm_done = True
+                time.sleep(max(0.0, at - time.time()))
+                preempt(session, node, index, "trickle")
+            if not storm_done:
+                time.sleep(max(0.0, storm_at - time.time()))
+                for storm_node in storm_nodes:
+                    preempt(session, storm_node, 0, "storm")
+            last_zombie = time.time()
+            # The run after the last zombie arrived is the one that must clear them.
+            target = cron.next_slot(last_zombie)
+            if not wait_for(
+                lambda: any(run.scheduled >= target for run in cron.completed_runs()),
+                timeout=(target - time.time()) + plan.clear_timeout_s + 60,
+                interval=0.25,
+            ):
+                log("  the clearing run did not finish in time")
+        runs = cron.completed_runs()
+        end = max(run.finished for run in runs) + 0.5
+        deleted = sim.deleted()
+        requests = sim.requests()
+        for run in runs:
+            log(
+                f"  run at +{run.scheduled - first:.1f} s: listed {run.listed}, "
+                f"{len(run.invocations)} kubectl, {run.finished - run.started:.2f} s, "
+                f"{run.failures} failed"
+            )
+        busy = [run for run in runs if run.scheduled > first]
+        results = [
+            cron_phase(
+                session,
+                scenario="steady",
+                setting=setting,
+                runs=[empty],
+                since=empty.started,
+                until=empty.finished + 0.01,
+                zombies=[],
+                deleted=deleted,
+                requests=requests,
+                window_s=period,
+            )
+        ]
+        for scenario in ("trickle", "storm"):
+            zombies = [z for z in session.zombies if z.group == scenario]
+            results.append(
+                cron_phase(
+                    session,
+                    scenario=scenario,
+                    setting=setting,
+                    runs=busy,
+                    since=min(z.failed_at for z in zombies),
+                    until=end,
+                    zombies=zombies,
+                    deleted=deleted,
+                    requests=requests,
+                    window_s=end - min(z.failed_at for z in zombies),
+                )
+            )
+        # Requests in the busy runs are shared by trickle and storm zombies: attribute
+        # the cost to the storm row only, and say so in the report.
+        results[1].costs = {}
+        everything = audit_deletes(session.zombies, deleted)
+        results[0].wrong = len(everything.wrong) - results[1].wrong - results[2].wrong
+        results[0].wrong_examples = [
+            f"{w.namespace}/{w.name} ({w.phase} {w.reason}): {w.why}" for w in everything.wrong[:5]
+        ]
+    return results
+
+
+def write_outputs(
+    results: list[PhaseResult], plan: Plan, out: Path, facts: dict[str, str], elapsed: float
+) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(
+        json.dumps(
+            {"plan": plan_facts(plan), "machine": facts, "results": [r.to_json() for r in results]},
+            indent=1,
+        )
+    )
+    picture = plot.draw(
+        results,
+        out / "results.png",
+        title=f"zombied vs kubectl CronJob ({facts['CPU']}, {facts['cores (logical)']} cores)",
+    )
+    text = render(results, plan, facts, elapsed, picture.name)
+    (out / "RESULTS.md").write_text(text)
+
+
+def plan_facts(plan: Plan) -> dict[str, object]:
+    return {
+        "sizes": list(plan.sizes),
+        "pods_per_node": plan.pods_per_node,
+        "namespaces": plan.namespaces,
+        "steady_s": plan.steady_s,
+        "storm_fraction": plan.storm_fraction,
+        "trickle_nodes": plan.trickle_nodes,
+        "trickle_interval_s": plan.trickle_interval_s,
+        "cron_period_s": plan.cron_period_s,
+        "quick": plan.quick,
+    }
+
+
+def render(
+    results: list[PhaseResult], plan: Plan, facts: dict[str, str], elapsed: float, picture: str
+) -> str:
+    command = "make bench QUICK=1 (bench/run.py --quick)" if plan.quick else "make bench"
+    return report.render_document(
+        results,
+        facts=facts,
+        plan=plan_facts(plan),
+        elapsed_s=elapsed,
+        picture=picture,
+        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        command=command,
+        model=lambda run_s: expected_cron_latency(DEFAULT_PERIOD, run_s),
+        notes=run_notes(results),
+    )
+
+
+def run_notes(results: list[PhaseResult]) -> list[str]:
+    notes = [
+        f"{r.reaper}, {r.pods:,} pods, {r.scenario}: {r.cost_note}" for r in results if r.cost_note
+    ]
+    notes.extend(
+        f"{r.reaper}, {r.pods:,} pods, {r.scenario}: missed {r.missed} ({r.missed_note})"
+        for r in results
+        if r.missed_note
+    )
+    return notes
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 1k pods, short CronJob period, under a minute",
+    )
+    parser.add_argument(
+        "--sizes", help="comma-separated cluster sizes in pods (default 1000,10000,100000)"
+    )
+    parser.add_argument(
+        "--cron-period",
+        type=float,
+        help=f"CronJob period in seconds (default {DEFAULT_PERIOD:.0f}; quick 8)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="where RESULTS.md, results.png and results.json go "
+        "(default bench/; quick: a temporary directory)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy record the zombied process during the largest storm",
+    )
+    parser.add_argument("--skip-cronjob", action="store_true", help="measure zombied only")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    plan = QUICK if args.quick else Plan()
+    if args.sizes:
+        plan = replace(plan, sizes=tuple(int(size) for size in args.sizes.split(",")))
+    if args.cron_period:
+        plan = replace(plan, cron_period_s=args.cron_period)
+    if args.profile:
+        plan = replace(plan, profile=True)
+    workdir = Path(tempfile.mkdtemp(prefix="zombied-bench-"))
+    out = args.out or (workdir if plan.quick else BENCH_DIR)
+    log(f"logs in {workdir}")
+    started = time.monotonic()
+    facts = machine.describe(REPO)
+    results: list[PhaseResult] = []
+    for pods in plan.sizes:
+        results.extend(run_zombied(plan, pods, workdir))
+        if not args.skip_cronjob:
+            results.extend(run_cronjob(plan, pods, workdir))
+    elapsed = time.monotonic() - started
+    write_outputs(results, plan, out, facts, elapsed)
+    log(f"done in {elapsed:.0f} s: {out / 'RESULTS.md'}, {out / 'results.png'}")
+    print(report.summary_lines(results))
+    failures = [r for r in results if r.reaper == ZOMBIED and (r.missed or r.wrong)]
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

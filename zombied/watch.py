@@ -459,7 +459,8 @@ class Watcher:
         response = await self._call(
             watch=True,
             resource_version=self._resource_version,
-            allow_watch_bookmarks=True,
+            # Spelled as the API documents it; the client would send "True".
+            allow_watch_bookmarks="true",
             timeout_seconds=max(1, round(timeout)),
             _preload_content=False,
             _request_timeout=aiohttp.ClientTimeout(

@@ -1,0 +1,186 @@
+"""The API server under contract: the simulator, or a real cluster named by a kubeconfig.
+
+Set ``ZOMBIED_CONTRACT_KUBECONFIG`` to run the portable contract against a real
+kube-apiserver. Tests that need fault injection, compaction or the request log ask
+for ``sim_only`` and skip there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+from zombied.kube import open_api_client
+from zombied.sim import Simulator
+
+from tests.helpers import eventually
+
+ENV = "ZOMBIED_CONTRACT_KUBECONFIG"
+
+
+@dataclass
+class Server:
+    kubeconfig: Path
+    sim: Simulator | None
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Server]:
+    external = os.environ.get(ENV)
+    if external:
+        yield Server(Path(external), None)
+        return
+    async with Simulator(bookmark_interval=0.2) as sim:
+        yield Server(sim.write_kubeconfig(tmp_path / "kubeconfig"), sim)
+
+
+@pytest.fixture
+def sim_only(server: Server) -> Simulator:
+    """The simulator behind ``server``; skips against a real cluster."""
+    if server.sim is None:
+        pytest.skip(f"needs the simulator (fault injection / internals); {ENV} is set")
+    return server.sim
+
+
+@pytest.fixture
+async def api(server: Server) -> AsyncIterator[ApiClient]:
+    async with open_api_client(str(server.kubeconfig)) as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def core(api: ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def coordination(api: ApiClient) -> client.CoordinationV1Api:
+    return client.CoordinationV1Api(api)
+
+
+@pytest.fixture
+async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
+    """A fresh namespace for one test, deleted afterwards."""
+    name = "zc-" + secrets.token_hex(4)
+    await core.create_namespace({"metadata": {"name": name}})
+    yield name
+    try:
+        await core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def pod_manifest(name: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "contract"}},
+        "spec": {
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}],
+            "terminationGracePeriodSeconds": 1,
+            **spec,
+        },
+    }
+    return body
+
+
+async def make_pod(
+    core: client.CoreV1Api, namespace: str, name: str, phase: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    """Create a pod (unscheduled unless ``nodeName`` given), optionally setting its phase."""
+    resp = await core.create_namespaced_pod(
+        namespace, pod_manifest(name, **spec), _preload_content=False
+    )
+    obj: dict[str, Any] = json.loads(await resp.read())
+    if phase is not None:
+        obj = await set_phase(core, namespace, name, phase)
+    return obj
+
+
+async def set_phase(
+    core: client.CoreV1Api, namespace: str, name: str, phase: str, reason: str | None = None
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase}
+    if reason:
+        status["reason"] = reason
+    resp = await core.patch_namespaced_pod_status(
+        name, namespace, {"status": status}, _preload_content=False
+    )
+    result: dict[str, Any] = json.loads(await resp.read())
+    return result
+
+
+async def raw(
+    api: ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: list[tuple[str, str]] | None = None,
+    body: Any = None,
+    content_type: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes]:
+    """One request through the client's transport and auth; (status, body), never raises."""
+    header_params = dict(headers or {})
+    if content_type:
+        header_params["Content-Type"] = content_type
+    try:
+        resp = await api.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params=header_params,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
+        return resp.status, await resp.read()
+    except ApiException as exc:
+        data = exc.body if isinstance(exc.body, bytes) else (exc.body or "").encode()
+        return int(exc.status), data
+
+
+def status_of(exc: ApiException) -> dict[str, Any]:
+    body = json.loads(exc.body)
+    assert body["kind"] == "Status", body
+    result: dict[str, Any] = body
+    return result
+
+
+async def watch_lines(
+    api: ApiClient, path: str, query: list[tuple[str, str]], *, until: int | None = None
+) -> list[dict[str, Any]]:
+    """Watch events of one stream (until it ends, or ``until`` events were read)."""
+    resp = await api.call_api(
+        path,
+        "GET",
+        query_params=query,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    events: list[dict[str, Any]] = []
+    try:
+        async for line in resp.content:
+            if line.strip():
+                events.append(json.loads(line))
+                if until is not None and len(events) >= until:
+                    break
+    finally:
+        resp.release()
+        resp.close()
+    return events
+
+
+__all__ = ["eventually"]

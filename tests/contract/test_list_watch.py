@@ -1,0 +1,273 @@
+"""A Kubernetes API server lists and watches pods with resourceVersion semantics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from tests.contract.conftest import make_pod, set_phase, status_of, watch_lines
+from tests.helpers import eventually
+
+
+async def list_raw(core: client.CoreV1Api, namespace: str, **kw: Any) -> dict[str, Any]:
+    resp = await core.list_namespaced_pod(namespace, _preload_content=False, **kw)
+    data: dict[str, Any] = json.loads(await resp.read())
+    return data
+
+
+def names(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(e["type"], e["object"]["metadata"].get("name", "")) for e in events]
+
+
+async def test_list_returns_items_and_a_resource_version(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    await make_pod(core, namespace, "a")
+    await make_pod(core, namespace, "b")
+    data = await list_raw(core, namespace)
+    assert data["kind"] == "PodList"
+    assert data["apiVersion"] == "v1"
+    assert int(data["metadata"]["resourceVersion"]) > 0
+    assert sorted(p["metadata"]["name"] for p in data["items"]) == ["a", "b"]
+
+
+async def test_watch_from_list_version_sees_every_later_change_once_in_order(
+    api: ApiClient, core: client.CoreV1Api, namespace: str
+) -> None:
+    await make_pod(core, namespace, "before")
+    rv = (await list_raw(core, namespace))["metadata"]["resourceVersion"]
+    await make_pod(core, namespace, "p")
+    await set_phase(core, namespace, "p", "Failed")
+    await core.delete_namespaced_pod("p", namespace)
+    events = await watch_lines(
+        api,
+        f"/api/v1/namespaces/{namespace}/pods",
+        [("watch", "true"), ("resourceVersion", rv), ("timeoutSeconds", "5")],
+        until=3,
+    )
+    assert names(events) == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p")]
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(rvs)
+    assert rvs[0] > int(rv)
+
+
+@pytest.mark.parametrize("flag", ["true", "True", "1"])
+async def test_watch_flag_spellings(
+    api: ApiClient, core: client.CoreV1Api, namespace: str, flag: str
+) -> None:
+    await make_pod(core, namespace, "x")
+    events = await watch_lines(
+        api,
+        f"/api/v1/namespaces/{namespace}/pods",
+        [("watch", flag), ("timeoutSeconds", "5")],
+        until=1,
+    )
+    assert names(events) == [("ADDED", "x")]
+
+
+@pytest.mark.parametrize("rv", ["", "0"])
+async def test_watch_without_version_starts_with_current_state(
+    api: ApiClient, core: client.CoreV1Api, namespace: str, rv: str
+) -> None:
+    await make_pod(core, namespace, "one")
+    await make_pod(core, namespace, "two")
+    query = [("watch", "true"), ("timeoutSeconds", "5")]
+    if rv:
+        query.append(("resourceVersion", rv))
+    events = await watch_lines(api, f"/api/v1/namespaces/{namespace}/pods", query, until=2)
+    assert sorted(names(events)) == [("ADDED", "one"), ("ADDED", "two")]
+
+
+async def test_kubernetes_asyncio_watch_stream_sees_live_events(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    rv = (await list_raw(core, namespace))["metadata"]["resourceVersion"]
+    seen: list[tuple[str, str]] = []
+
+    async def consume() -> None:
+        async with watch.Watch().stream(
+            core.list_namespaced_pod, namespace, resource_version=rv, timeout_seconds=10
+        ) as stream:
+            async for event in stream:
+                seen.append((event["type"], event["object"].metadata.name))
+                if len(seen) == 2:
+                    return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await make_pod(core, namespace, "live")
+        await core.delete_namespaced_pod("live", namespace)
+    assert seen == [("ADDED", "live"), ("DELETED", "live")]
+
+
+async def test_timeout_seconds_ends_the_stream_cleanly(api: ApiClient, namespace: str) -> None:
+    with anyio.fail_after(10):
+        events = await watch_lines(
+            api,
+            f"/api/v1/namespaces/{namespace}/pods",
+            [("watch", "true"), ("timeoutSeconds", "1"), ("resourceVersion", "0")],
+        )
+    assert all(e["type"] in ("ADDED", "BOOKMARK") for e in events)
+
+
+async def test_bookmarks_carry_only_a_resource_version(api: ApiClient, namespace: str) -> None:
+    # Real apiservers send bookmarks about once a minute; the simulator much faster.
+    events = await watch_lines(
+        api,
+        f"/api/v1/namespaces/{namespace}/pods",
+        [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "90")],
+        until=1,
+    )
+    (event,) = events
+    assert event["type"] == "BOOKMARK"
+    obj = event["object"]
+    assert obj["kind"] == "Pod"
+    assert obj["apiVersion"] == "v1"
+    assert int(obj["metadata"]["resourceVersion"]) > 0
+    assert "name" not in obj["metadata"]
+
+
+async def test_field_selector_turns_leaving_into_deleted_and_entering_into_added(
+    api: ApiClient, core: client.CoreV1Api, namespace: str
+) -> None:
+    await make_pod(core, namespace, "p")
+    rv = (await list_raw(core, namespace))["metadata"]["resourceVersion"]
+    await set_phase(core, namespace, "p", "Running")
+    await set_phase(core, namespace, "p", "Failed")
+    events = await watch_lines(
+        api,
+        f"/api/v1/namespaces/{namespace}/pods",
+        [
+            ("watch", "true"),
+            ("resourceVersion", rv),
+            ("fieldSelector", "status.phase=Running"),
+            ("timeoutSeconds", "5"),
+        ],
+        until=2,
+    )
+    assert names(events) == [("ADDED", "p"), ("DELETED", "p")]
+    assert events[1]["object"]["status"]["phase"] == "Failed"
+
+
+async def test_field_selectors_filter_lists(core: client.CoreV1Api, namespace: str) -> None:
+    await make_pod(core, namespace, "run", phase="Running")
+    await make_pod(core, namespace, "dead", phase="Failed")
+    await make_pod(core, namespace, "done", phase="Succeeded")
+    terminal = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
+    data = await list_raw(core, namespace, field_selector=terminal)
+    assert sorted(p["metadata"]["name"] for p in data["items"]) == ["dead", "done"]
+    data = await list_raw(core, namespace, field_selector="metadata.name==run")
+    assert [p["metadata"]["name"] for p in data["items"]] == ["run"]
+    data = await list_raw(
+        core, namespace, field_selector=f"metadata.namespace={namespace},status.phase=Failed"
+    )
+    assert [p["metadata"]["name"] for p in data["items"]] == ["dead"]
+
+
+async def test_label_selectors_filter_lists(core: client.CoreV1Api, namespace: str) -> None:
+    await make_pod(core, namespace, "a")
+    await core.patch_namespaced_pod("a", namespace, {"metadata": {"labels": {"tier": "web"}}})
+    await make_pod(core, namespace, "b")
+    for selector, expected in [
+        ("tier=web", ["a"]),
+        ("tier!=web", ["b"]),
+        ("tier", ["a"]),
+        ("!tier", ["b"]),
+        ("tier in (web,db)", ["a"]),
+        ("tier notin (web)", ["b"]),
+        ("app=contract,tier=web", ["a"]),
+    ]:
+        data = await list_raw(core, namespace, label_selector=selector)
+        assert sorted(p["metadata"]["name"] for p in data["items"]) == expected, selector
+
+
+async def test_unsupported_field_selector_is_a_bad_request(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    with pytest.raises(ApiException) as info:
+        await core.list_namespaced_pod(namespace, field_selector="spec.bogus=1")
+    assert info.value.status == 400
+    status = status_of(info.value)
+    assert status["reason"] == "BadRequest"
+    assert "field label not supported: spec.bogus" in status["message"]
+
+
+@pytest.mark.parametrize("selector", ["a in (", "a b", "=x", "a,,b", "k=v=w"])
+async def test_invalid_label_selector_is_a_bad_request(
+    core: client.CoreV1Api, namespace: str, selector: str
+) -> None:
+    with pytest.raises(ApiException) as info:
+        await core.list_namespaced_pod(namespace, label_selector=selector)
+    assert info.value.status == 400
+    assert status_of(info.value)["reason"] == "BadRequest"
+
+
+async def test_invalid_resource_version_is_a_bad_request(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    with pytest.raises(ApiException) as info:
+        await core.list_namespaced_pod(namespace, resource_version="abc")
+    assert info.value.status in (400, 422)
+
+
+async def test_limit_and_continue_page_through_everything_once(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    for i in range(7):
+        await make_pod(core, namespace, f"p{i}")
+    seen: list[str] = []
+    token = None
+    pages = 0
+    list_rv = None
+    while True:
+        kw: dict[str, Any] = {"limit": 3}
+        if token:
+            kw["_continue"] = token
+        data = await list_raw(core, namespace, **kw)
+        pages += 1
+        seen += [p["metadata"]["name"] for p in data["items"]]
+        list_rv = list_rv or data["metadata"]["resourceVersion"]
+        assert data["metadata"]["resourceVersion"] == list_rv
+        token = data["metadata"].get("continue")
+        if not token:
+            break
+        # Writes between pages do not show up: the list is a consistent snapshot.
+        if pages == 1:
+            await make_pod(core, namespace, "zz-late")
+    assert pages == 3
+    assert sorted(seen) == sorted(f"p{i}" for i in range(7))
+
+
+async def test_list_all_namespaces(core: client.CoreV1Api, namespace: str) -> None:
+    await make_pod(core, namespace, "everywhere")
+    resp = await core.list_pod_for_all_namespaces(
+        field_selector=f"metadata.namespace={namespace}", _preload_content=False
+    )
+    data = json.loads(await resp.read())
+    assert [p["metadata"]["name"] for p in data["items"]] == ["everywhere"]
+
+
+async def test_watch_sees_pods_in_its_namespace_only(
+    api: ApiClient, core: client.CoreV1Api, namespace: str
+) -> None:
+    other = namespace + "-b"
+    await core.create_namespace({"metadata": {"name": other}})
+    try:
+        rv = (await list_raw(core, namespace))["metadata"]["resourceVersion"]
+        await make_pod(core, other, "elsewhere")
+        await make_pod(core, namespace, "here")
+        events = await watch_lines(
+            api,
+            f"/api/v1/namespaces/{namespace}/pods",
+            [("watch", "true"), ("resourceVersion", rv), ("timeoutSeconds", "1")],
+        )
+        assert names(events) == [("ADDED", "here")]
+    finally:
+        await core.delete_namespace(other)
+    await eventually(lambda: True)

@@ -1,0 +1,224 @@
+"""A simulated Kubernetes API server for tests, benchmarks and demos.
+
+This package owns :class:`Simulator`: an in-process, single-event-loop stand-in for
+kube-apiserver serving pods, nodes, namespaces, events and leases over real HTTP,
+with the semantics zombied depends on (resourceVersions, watch resume and 410,
+bookmarks, selectors, delete preconditions, graceful deletion, RBAC, fault
+injection). It is the only public surface of ``zombied.sim``; it never imports the
+daemon's modules, and the daemon never imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import yaml
+from aiohttp import web
+
+from zombied.sim.faults import Faults
+from zombied.sim.rbac import Authorizer, PolicyRule
+from zombied.sim.requestlog import RequestLog, RequestRecord
+from zombied.sim.server import ApiServer
+from zombied.sim.store import DeletedRecord, Store
+
+if TYPE_CHECKING:
+    from zombied.sim.scenario import Cluster  # type: ignore[import-not-found,unused-ignore]
+
+__all__ = ["DeletedRecord", "PolicyRule", "RequestLog", "RequestRecord", "Simulator", "Store"]
+
+
+class Simulator:
+    """A running simulated API server; use as ``async with Simulator() as sim``.
+
+    Leaves no task, timer or socket behind on exit. It has no task group of its
+    own (a fixture may enter and leave it from different tasks): graceful-deletion
+    timers are event-loop timers cancelled on exit, and everything else runs in
+    aiohttp's per-connection handlers.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        history_window: int = 10_000,
+        bookmark_interval: float = 1.0,
+        rbac_files: Iterable[str | os.PathLike[str]] = (),
+        seed: int = 0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.seed = seed
+        self.store = Store(history_window=history_window, seed=seed)
+        self.faults = Faults(seed)
+        self.requests = RequestLog()
+        self.authorizer = Authorizer()
+        self.admin_token: str = self.authorizer.admin_token
+        self._rbac_files = tuple(rbac_files)
+        self._cluster: Cluster | None = None
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._timers: set[asyncio.TimerHandle] = set()
+        from zombied.sim.control import ControlApi  # noqa: PLC0415 - control needs the class
+
+        self.server = ApiServer(
+            self.store,
+            self.authorizer,
+            self.faults,
+            self.requests,
+            bookmark_interval=bookmark_interval,
+            control=ControlApi(self).handle,
+            server_address=lambda: f"{self.host}:{self.port}",
+        )
+
+    # -------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> Self:
+        for path in self._rbac_files:
+            self.add_rbac_file(path)
+        self.store.on_graceful = self._schedule_finish
+        runner = web.AppRunner(
+            self.server.app, handle_signals=False, access_log=None, shutdown_timeout=1.0
+        )
+        await runner.setup()
+        self._runner = runner
+        try:
+            await self._start_site()
+        except BaseException:
+            await runner.cleanup()
+            self._runner = None
+            raise
+        return self
+
+    async def _start_site(self) -> None:
+        assert self._runner is not None
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        self._site = site
+        server = site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        self.port = int(server.sockets[0].getsockname()[1])
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.store.on_graceful = None
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
+        self.server.cut_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self._runner = None
+        self._site = None
+
+    async def restart(self, down_for: float = 0.0) -> None:
+        """Cut every open connection, like an apiserver restart; state survives.
+
+        With ``down_for`` the port refuses connections for that many seconds.
+        """
+        assert self._runner is not None
+        self.server.cut_watches()
+        if down_for > 0 and self._site is not None:
+            await self._site.stop()
+        server = self._runner.server
+        if server is not None:
+            for conn in server.connections:
+                conn.force_close()
+        if down_for > 0:
+            await asyncio.sleep(down_for)
+            await self._start_site()
+
+    # ---------------------------------------------------------------- access
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def deleted(self) -> list[DeletedRecord]:
+        return self.store.deleted
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            import random  # noqa: PLC0415
+
+            from zombied.sim.scenario import (  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+                Cluster,
+            )
+
+            self._cluster = Cluster(self.store, random.Random(self.seed))
+        return self._cluster
+
+    def compact(self) -> None:
+        """Drop all watch history up to now; older resourceVersions answer 410."""
+        self.store.compact()
+
+    def add_token(self, user: str, rules: Iterable[PolicyRule]) -> str:
+        return self.authorizer.add_user(user, rules)
+
+    def add_rbac_file(self, path: str | os.PathLike[str], user: str = "restricted") -> str:
+        return self.authorizer.add_rbac_file(Path(path), user)
+
+    def kubeconfig(
+        self, *, token: str | None = None, context: str = "sim", contexts: Mapping[str, str] = {}
+    ) -> dict[str, Any]:
+        """A kubeconfig document; ``contexts`` adds more contexts (name -> token)."""
+        all_contexts = {context: token or self.admin_token, **contexts}
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sim", "cluster": {"server": self.url}}],
+            "users": [{"name": name, "user": {"token": tok}} for name, tok in all_contexts.items()],
+            "contexts": [
+                {"name": name, "context": {"cluster": "sim", "user": name, "namespace": "default"}}
+                for name in all_contexts
+            ],
+            "current-context": context,
+            "preferences": {},
+        }
+
+    def write_kubeconfig(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        token: str | None = None,
+        context: str = "sim",
+        contexts: Mapping[str, str] = {},
+    ) -> Path:
+        """Write a kubeconfig for this server atomically; admin unless ``token`` is given."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(self.kubeconfig(token=token, context=context, contexts=contexts))
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            Path(tmp).chmod(0o600)
+            Path(tmp).replace(target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return target
+
+    # --------------------------------------------------------------- timers
+
+    def _schedule_finish(self, namespace: str, name: str, uid: str, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            self.store.finish_graceful(namespace, name, uid)
+
+        handle = loop.call_later(delay, fire)
+        self._timers.add(handle)

@@ -1,0 +1,223 @@
+"""What the simulated API server says about itself: discovery documents and tables.
+
+This module owns the answers to ``/version``, ``/api``, ``/api/v1``, ``/apis`` and
+the group documents (what kubectl reads to map ``pods`` and ``po`` to a path), and
+the ``meta.k8s.io/v1`` ``Table`` rendering that ``kubectl get`` asks for. It builds
+documents from :data:`zombied.sim.store.RESOURCES`; it never touches the store's
+objects beyond reading the ones it is given.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from zombied.sim.store import RESOURCES, ResourceType
+
+JSONDict = dict[str, Any]
+
+VERSION: JSONDict = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0-zombied-sim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.22.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+def groups() -> dict[str, str]:
+    """API group name to its (only) version, for the named groups."""
+    return {rt.group: rt.version for rt in RESOURCES.values() if rt.group}
+
+
+def api_versions(server_address: str) -> JSONDict:
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [
+            {"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}
+        ],
+    }
+
+
+def _group_doc(group: str, version: str) -> JSONDict:
+    gv = {"groupVersion": f"{group}/{version}", "version": version}
+    return {"name": group, "versions": [gv], "preferredVersion": gv}
+
+
+def api_group_list() -> JSONDict:
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [_group_doc(g, v) for g, v in sorted(groups().items())],
+    }
+
+
+def api_group(group: str) -> JSONDict | None:
+    version = groups().get(group)
+    if version is None:
+        return None
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group_doc(group, version)}
+
+
+def _resource_entry(rt: ResourceType) -> JSONDict:
+    entry: JSONDict = {
+        "name": rt.name,
+        "singularName": rt.singular,
+        "namespaced": rt.namespaced,
+        "kind": rt.kind,
+        "verbs": list(rt.verbs),
+    }
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    return entry
+
+
+def resource_list(group: str, version: str) -> JSONDict | None:
+    served = [rt for rt in RESOURCES.values() if rt.group == group and rt.version == version]
+    if not served:
+        return None
+    entries: list[JSONDict] = []
+    for rt in sorted(served, key=lambda r: r.name):
+        entries.append(_resource_entry(rt))
+        entries.extend(
+            {
+                "name": f"{rt.name}/{sub}",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }
+            for sub in rt.subresources
+        )
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}" if group else version,
+        "resources": entries,
+    }
+
+
+# --------------------------------------------------------------------- tables
+
+
+def wants_table(accept: str) -> bool:
+    """True when the client asked for ``meta.k8s.io`` ``Table`` output (kubectl get)."""
+    return any("as=Table" in part for part in accept.split(","))
+
+
+def _age(created: str | None, now: float) -> str:
+    if not created:
+        return "<unknown>"
+    try:
+        then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return "<unknown>"
+    seconds = max(0, int(now - then))
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours}h"
+    return f"{hours // 24}d"
+
+
+def _pod_status(obj: JSONDict) -> str:
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    if meta.get("deletionTimestamp"):
+        return "Terminating"
+    reason = status.get("reason") or status.get("phase") or "Unknown"
+    for cs in status.get("containerStatuses") or []:
+        state = (cs or {}).get("state") or {}
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason"):
+            reason = waiting["reason"]
+    return str(reason)
+
+
+def _pod_cells(obj: JSONDict, now: float) -> list[Any]:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    total = len(spec.get("containers") or []) or len(statuses)
+    ready = sum(1 for cs in statuses if isinstance(cs, dict) and cs.get("ready"))
+    restarts = sum(int((cs or {}).get("restartCount") or 0) for cs in statuses)
+    return [
+        obj["metadata"].get("name", ""),
+        f"{ready}/{total}",
+        _pod_status(obj),
+        restarts,
+        _age(obj["metadata"].get("creationTimestamp"), now),
+        status.get("podIP") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        "<none>",
+    ]
+
+
+_POD_COLUMNS = [
+    ("Name", "string", "name", 0),
+    ("Ready", "string", "", 0),
+    ("Status", "string", "", 0),
+    ("Restarts", "string", "", 0),
+    ("Age", "string", "", 0),
+    ("IP", "string", "", 1),
+    ("Node", "string", "", 1),
+    ("Nominated Node", "string", "", 1),
+    ("Readiness Gates", "string", "", 1),
+]
+_GENERIC_COLUMNS = [("Name", "string", "name", 0), ("Created At", "date", "", 0)]
+
+
+def table(
+    rt: ResourceType, objects: list[JSONDict], metadata: JSONDict, include: str = "Metadata"
+) -> JSONDict:
+    """The ``Table`` kubectl prints for ``objects``."""
+    now = time.time()
+    columns = _POD_COLUMNS if rt.name == "pods" else _GENERIC_COLUMNS
+    rows: list[JSONDict] = []
+    for obj in objects:
+        if rt.name == "pods":
+            cells = _pod_cells(obj, now)
+        else:
+            meta = obj.get("metadata") or {}
+            cells = [meta.get("name", ""), meta.get("creationTimestamp", "")]
+        row: JSONDict = {"cells": cells}
+        if include == "Object":
+            row["object"] = obj
+        elif include != "None":
+            row["object"] = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata") or {},
+            }
+        rows.append(row)
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": [
+            {
+                "name": name,
+                "type": type_,
+                "format": fmt,
+                "description": name,
+                "priority": priority,
+            }
+            for name, type_, fmt, priority in columns
+        ],
+        "rows": rows,
+    }

@@ -1,0 +1,670 @@
+"""The simulated API server's HTTP surface: routing, auth, verbs, bodies, Status errors.
+
+This module owns the aiohttp application: it maps a request to (verb, resource,
+namespace, name, subresource) the way the apiserver's RequestInfoResolver does,
+authenticates and authorises it (:mod:`zombied.sim.rbac`), applies injected faults
+(:mod:`zombied.sim.faults`), serves it from the :class:`~zombied.sim.store.Store`
+and records it in the request log. Every failure becomes a ``kind: Status`` body
+with the apiserver's code, reason and message; no request can crash the server.
+LIST bodies are assembled from each object's cached JSON bytes. It never runs
+background tasks of its own: timers belong to :class:`~zombied.sim.Simulator`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import anyio
+import yaml
+from aiohttp import web
+
+from zombied.sim import discovery
+from zombied.sim.patch import APPLY_PATCH, PATCH_TYPES, apply_patch
+from zombied.sim.requestlog import RequestLog, RequestRecord
+from zombied.sim.selectors import parse_selector
+from zombied.sim.status import (
+    ApiError,
+    bad_request,
+    forbidden,
+    injected,
+    method_not_allowed,
+    not_found,
+    path_not_found,
+    success_status,
+    too_large_rv,
+    unauthorized,
+    unsupported_media_type,
+)
+from zombied.sim.store import (
+    RESOURCES,
+    ResourceType,
+    Store,
+    continue_expired,
+    decode_continue,
+    encode,
+    encode_continue,
+)
+from zombied.sim.watchers import DEFAULT_TIMEOUT, WatchRequest, WatchStream, parse_watch_flag
+
+if TYPE_CHECKING:
+    from zombied.sim.faults import Faults
+    from zombied.sim.rbac import Authorizer
+
+JSONDict = dict[str, Any]
+ControlHandler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
+
+log = logging.getLogger(__name__)
+
+JSON_TYPE = "application/json"
+BODY_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+SUBRESOURCE_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch"}
+
+
+@dataclass(slots=True)
+class RequestInfo:
+    """What a request is, in the apiserver's terms; filled in as routing proceeds."""
+
+    verb: str = ""
+    resource: str = ""
+    namespace: str = ""
+    name: str = ""
+    user: str = ""
+    bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    rt: ResourceType
+    namespace: str | None
+    name: str
+    subresource: str
+
+
+def _json_response(
+    body: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        body=encode(body), status=status, content_type=JSON_TYPE, headers=headers or None
+    )
+
+
+def _error_response(err: ApiError) -> web.Response:
+    return _json_response(err.to_status(), err.code, err.headers)
+
+
+def _query_int(query: Any, key: str, *, minimum: int = 0) -> int | None:
+    raw = query.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax') from None
+    if value < minimum:
+        raise bad_request(
+            f"{key}: Invalid value: {value}: must be greater than or equal to {minimum}"
+        )
+    return value
+
+
+def _parse_rv(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise bad_request(f"invalid resource version: {raw!r}") from None
+    if value < 0:
+        raise bad_request(f"invalid resource version: {raw!r}")
+    return value
+
+
+class ApiServer:
+    """The aiohttp application serving the simulated Kubernetes API."""
+
+    def __init__(
+        self,
+        store: Store,
+        authorizer: Authorizer,
+        faults: Faults,
+        requests: RequestLog,
+        *,
+        bookmark_interval: float = 1.0,
+        control: ControlHandler | None = None,
+        server_address: Callable[[], str] = lambda: "127.0.0.1:0",
+    ) -> None:
+        self.store = store
+        self.authorizer = authorizer
+        self.faults = faults
+        self.requests = requests
+        self.bookmark_interval = bookmark_interval
+        self._control = control
+        self._server_address = server_address
+        self.streams: set[WatchStream] = set()
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self._handle)
+
+    def cut_watches(self) -> None:
+        for stream in list(self.streams):
+            stream.cut()
+
+    # ------------------------------------------------------------------ entry
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        info = RequestInfo()
+        status = 500
+        response: web.StreamResponse
+        try:
+            response = await self._serve(request, info)
+            status = response.status
+            if isinstance(response, web.Response) and response.body is not None:
+                info.bytes = len(response.body) if isinstance(response.body, bytes) else 0
+        except ApiError as err:
+            response = _error_response(err)
+            status = err.code
+            info.bytes = len(response.body) if isinstance(response.body, bytes) else 0
+        except (ConnectionError, anyio.get_cancelled_exc_class()):
+            status = 499
+            raise
+        except Exception:
+            log.exception("simulated apiserver failed on %s %s", request.method, request.path_qs)
+            response = _error_response(
+                ApiError(500, "InternalError", "Internal error occurred: simulator failure")
+            )
+            status = 500
+        finally:
+            if not request.path.startswith("/_sim/"):
+                self.requests.add(
+                    RequestRecord(
+                        verb=info.verb or request.method.lower(),
+                        resource=info.resource,
+                        namespace=info.namespace,
+                        name=info.name,
+                        path=request.path,
+                        query=request.query_string,
+                        status=status,
+                        bytes=info.bytes,
+                        duration=time.perf_counter() - started,
+                        user=info.user,
+                        time=time.time(),
+                    )
+                )
+        return response
+
+    async def _serve(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+        path = request.path
+        user = self.authorizer.authenticate(request.headers.get("Authorization"))
+        if user is None:
+            raise unauthorized()
+        info.user = user
+        if path.startswith("/_sim/") or path == "/_sim":
+            if not self.authorizer.is_admin(user) or self._control is None:
+                raise path_not_found()
+            return await self._control(request, path[len("/_sim/") :])
+        parts = [unquote(p) for p in path.split("/") if p]
+        doc = self._non_resource(parts)
+        if doc is not None:
+            info.verb = "get"
+            if request.method not in ("GET", "HEAD"):
+                raise method_not_allowed()
+            return doc
+        target = self._route(parts)
+        return await self._resource(request, info, target)
+
+    def _non_resource(self, parts: list[str]) -> web.Response | None:
+        if parts in (["healthz"], ["livez"], ["readyz"]):
+            return web.Response(text="ok", content_type="text/plain")
+        body: JSONDict | None = None
+        if parts == ["version"]:
+            body = discovery.VERSION
+        elif parts == ["api"]:
+            body = discovery.api_versions(self._server_address())
+        elif parts == ["apis"]:
+            body = discovery.api_group_list()
+        elif len(parts) == 2 and parts[0] == "api":
+            body = discovery.resource_list("", parts[1])
+            if body is None:
+                raise path_not_found()
+        elif len(parts) == 2 and parts[0] == "apis":
+            body = discovery.api_group(parts[1])
+            if body is None:
+                raise path_not_found()
+        elif len(parts) == 3 and parts[0] == "apis":
+            body = discovery.resource_list(parts[1], parts[2])
+            if body is None:
+                raise path_not_found()
+        if body is None:
+            return None
+        return _json_response(body)
+
+    def _route(self, parts: list[str]) -> Target:
+        if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise path_not_found()
+
+        def lookup(name: str) -> ResourceType:
+            rt = RESOURCES.get(name)
+            if rt is None or rt.group != group or rt.version != version:
+                raise path_not_found()
+            return rt
+
+        if not rest:
+            raise path_not_found()
+        if rest[0] == "namespaces" and len(rest) >= 3 and group == "" and rest[2] in RESOURCES:
+            rt = lookup(rest[2])
+            if not rt.namespaced or len(rest) > 5:
+                raise path_not_found()
+            return Target(
+                rt, rest[1], rest[3] if len(rest) > 3 else "", rest[4] if len(rest) > 4 else ""
+            )
+        if rest[0] == "namespaces" and len(rest) >= 3 and group != "":
+            rt = lookup(rest[2])
+            if not rt.namespaced or len(rest) > 5:
+                raise path_not_found()
+            return Target(
+                rt, rest[1], rest[3] if len(rest) > 3 else "", rest[4] if len(rest) > 4 else ""
+            )
+        rt = lookup(rest[0])
+        if len(rest) > 3:
+            raise path_not_found()
+        if len(rest) > 1 and rt.namespaced:
+            raise path_not_found()
+        return Target(rt, None, rest[1] if len(rest) > 1 else "", rest[2] if len(rest) > 2 else "")
+
+    # -------------------------------------------------------------- resources
+
+    async def _resource(
+        self, request: web.Request, info: RequestInfo, target: Target
+    ) -> web.StreamResponse:
+        rt = target.rt
+        method = request.method
+        query = request.query
+        if target.subresource and target.subresource not in rt.subresources:
+            raise path_not_found()
+        if target.name:
+            verbs = {
+                "GET": "get",
+                "HEAD": "get",
+                "PUT": "update",
+                "PATCH": "patch",
+                "DELETE": "delete",
+            }
+        else:
+            watching = parse_watch_flag(query.get("watch"))
+            verbs = {
+                "GET": "watch" if watching else "list",
+                "HEAD": "list",
+                "POST": "create",
+                "DELETE": "deletecollection",
+            }
+        if target.subresource:
+            verbs = SUBRESOURCE_VERBS
+        verb = verbs.get(method)
+        if verb is None or verb == "deletecollection":
+            raise method_not_allowed()
+        info.verb = verb
+        info.resource = rt.name + (f"/{target.subresource}" if target.subresource else "")
+        info.namespace = target.namespace or ""
+        info.name = target.name
+        resource_for_auth = info.resource
+        denied = self.authorizer.authorize(
+            info.user, verb, rt.group, resource_for_auth, target.namespace, target.name or None
+        )
+        if denied is not None:
+            raise forbidden(denied, rt.qualified, target.name)
+        decision = self.faults.on_request(verb, rt.name)
+        if decision.delay > 0:
+            await anyio.sleep(decision.delay)
+        if decision.error is not None:
+            raise injected(decision.error.status, decision.error.retry_after)
+
+        if verb == "list":
+            return self._list(request, target)
+        if verb == "watch":
+            return await self._watch(request, info, target)
+        if verb == "get":
+            return self._get(request, target)
+        if verb == "create":
+            return await self._create(request, target)
+        if verb == "update":
+            return await self._update(request, target)
+        if verb == "patch":
+            return await self._patch(request, target)
+        return await self._delete(request, info, target)
+
+    def _ns(self, target: Target) -> str:
+        return target.namespace or "" if target.rt.namespaced else ""
+
+    def _current(self, target: Target) -> JSONDict:
+        obj = self.store.get(target.rt.name, self._ns(target), target.name)
+        if obj is None:
+            raise not_found(target.rt.qualified, target.name)
+        return obj
+
+    def _get(self, request: web.Request, target: Target) -> web.Response:
+        stored = self.store.get_stored(target.rt.name, self._ns(target), target.name)
+        if stored is None:
+            raise not_found(target.rt.qualified, target.name)
+        if discovery.wants_table(request.headers.get("Accept", "")):
+            meta = {"resourceVersion": str(stored.rv)}
+            return _json_response(
+                discovery.table(
+                    target.rt, [stored.copy()], meta, request.query.get("includeObject", "Metadata")
+                )
+            )
+        return web.Response(body=stored.raw, content_type=JSON_TYPE)
+
+    def _list(self, request: web.Request, target: Target) -> web.Response:
+        query = request.query
+        rt = target.rt
+        selector = parse_selector(
+            rt.name, query.get("fieldSelector", ""), query.get("labelSelector", "")
+        )
+        rv_raw = query.get("resourceVersion", "")
+        match = query.get("resourceVersionMatch", "")
+        limit = _query_int(query, "limit") or 0
+        token = query.get("continue", "")
+        at_rv: int | None = None
+        start = None
+        if match and match not in ("Exact", "NotOlderThan"):
+            raise bad_request(
+                f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
+                '"Exact", "NotOlderThan"'
+            )
+        if match and not rv_raw:
+            raise bad_request(
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
+                "resourceVersion is provided"
+            )
+        if token:
+            if rv_raw:
+                raise bad_request(
+                    "resourceVersion: Forbidden: specifying resource version is not allowed "
+                    "when using continue"
+                )
+            at_rv, start = decode_continue(token)
+            if at_rv < self.store.oldest_resource_version:
+                raise continue_expired(self.store, start)
+        elif rv_raw:
+            rv = _parse_rv(rv_raw)
+            if match == "Exact":
+                if rv == 0:
+                    raise bad_request(
+                        'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is '
+                        'forbidden for resourceVersion "0"'
+                    )
+                at_rv = rv
+            elif rv > self.store.resource_version:
+                raise too_large_rv(rv, self.store.resource_version)
+        ns = target.namespace if rt.namespaced else None
+        page = self.store.list_page(
+            rt.name, ns, selector, limit=limit, start_after=start, at_rv=at_rv
+        )
+        meta: JSONDict = {"resourceVersion": str(page.rv)}
+        if page.next_start is not None:
+            meta["continue"] = encode_continue(page.rv, page.next_start)
+            if page.remaining is not None:
+                meta["remainingItemCount"] = page.remaining
+        if discovery.wants_table(request.headers.get("Accept", "")):
+            return _json_response(
+                discovery.table(
+                    rt,
+                    [s.copy() for s in page.items],
+                    meta,
+                    query.get("includeObject", "Metadata"),
+                )
+            )
+        head = (
+            b'{"kind":"'
+            + rt.list_kind.encode()
+            + b'","apiVersion":"'
+            + rt.api_version.encode()
+            + b'","metadata":'
+            + encode(meta)
+            + b',"items":['
+        )
+        body = head + b",".join(s.raw for s in page.items) + b"]}"
+        return web.Response(body=body, content_type=JSON_TYPE)
+
+    async def _watch(
+        self, request: web.Request, info: RequestInfo, target: Target
+    ) -> web.StreamResponse:
+        query = request.query
+        rt = target.rt
+        selector = parse_selector(
+            rt.name, query.get("fieldSelector", ""), query.get("labelSelector", "")
+        )
+        rv_raw = query.get("resourceVersion", "")
+        timeout = _query_int(query, "timeoutSeconds")
+        send_initial = parse_watch_flag(query.get("sendInitialEvents"))
+        bookmarks = parse_watch_flag(query.get("allowWatchBookmarks"))
+        if send_initial and (query.get("resourceVersionMatch") != "NotOlderThan" or not bookmarks):
+            raise ApiError(
+                422,
+                "Invalid",
+                'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: '
+                "sendInitialEvents is forbidden for watch unless the WatchList feature gate is "
+                "enabled and resourceVersionMatch is NotOlderThan and allowWatchBookmarks is true",
+            )
+        if rv_raw not in ("", "0"):
+            self.store.check_watch_start(_parse_rv(rv_raw))
+        if target.name:
+            raise method_not_allowed()
+        watch = WatchRequest(
+            rt=rt,
+            namespace=target.namespace if rt.namespaced else None,
+            selector=selector,
+            resource_version=rv_raw,
+            timeout=float(timeout) if timeout else DEFAULT_TIMEOUT,
+            bookmarks=bookmarks,
+            send_initial_events=send_initial,
+        )
+        stream = WatchStream(
+            self.store, self.faults, watch, bookmark_interval=self.bookmark_interval
+        )
+        response = web.StreamResponse(
+            status=200, headers={"Content-Type": JSON_TYPE, "Cache-Control": "no-cache, private"}
+        )
+        response.enable_chunked_encoding()
+        self.streams.add(stream)
+        try:
+            await stream.run(request, response)
+        finally:
+            self.streams.discard(stream)
+            info.bytes = stream.bytes
+        return response
+
+    # ---------------------------------------------------------------- writing
+
+    async def _body(self, request: web.Request, *, patch: bool = False) -> tuple[str, Any]:
+        content_type = request.content_type or JSON_TYPE
+        if content_type == "application/octet-stream" and not patch:
+            content_type = JSON_TYPE
+        accepted = PATCH_TYPES if patch else BODY_TYPES
+        if content_type not in accepted or content_type == "application/vnd.kubernetes.protobuf":
+            raise unsupported_media_type(accepted)
+        raw = await request.read()
+        try:
+            if content_type in ("application/yaml", APPLY_PATCH):
+                data = yaml.safe_load(raw.decode())
+            else:
+                data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise bad_request(f"error decoding body: json parse error: {exc}") from None
+        if not patch and not isinstance(data, dict):
+            raise bad_request(
+                "the object provided is unrecognized (must be of type "
+                f"{'list' if isinstance(data, list) else type(data).__name__})"
+            )
+        return content_type, data
+
+    def _check_kind(self, target: Target, obj: JSONDict) -> None:
+        rt = target.rt
+        kind = obj.get("kind")
+        api_version = obj.get("apiVersion")
+        if kind not in (None, "", rt.kind):
+            raise bad_request(
+                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+            )
+        if api_version not in (None, "", rt.api_version):
+            raise bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API "
+                f"version ({rt.api_version})"
+            )
+        meta = obj.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        meta = obj.setdefault("metadata", {})
+        if rt.namespaced:
+            given = meta.get("namespace")
+            if given not in (None, "", target.namespace):
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request"
+                )
+            meta["namespace"] = target.namespace
+        if target.name and meta.get("name") not in (None, "", target.name):
+            raise bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL "
+                f"({target.name})"
+            )
+        if target.name:
+            meta["name"] = target.name
+
+    def _dry_run(self, request: web.Request) -> bool:
+        values = request.query.getall("dryRun", [])
+        for value in values:
+            if value != "All":
+                raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+        return bool(values)
+
+    async def _create(self, request: web.Request, target: Target) -> web.Response:
+        _, obj = await self._body(request)
+        self._check_kind(target, obj)
+        if target.rt.name == "pods":
+            # The apiserver resets status on create; kubelets own it.
+            obj["status"] = {}
+        if self._dry_run(request):
+            return _json_response(obj, 201)
+        created = self.store.create(target.rt.name, obj, validate_namespace=True)
+        return _json_response(created, 201)
+
+    def _merge_protected(self, target: Target, current: JSONDict, new: JSONDict) -> JSONDict:
+        """Keep what a write through this endpoint may not change (status vs spec)."""
+        if target.rt.name not in ("pods", "nodes", "namespaces"):
+            return new
+        if target.subresource == "status":
+            merged = dict(current)
+            merged["status"] = new.get("status", {})
+            meta = dict(current.get("metadata") or {})
+            new_meta = new.get("metadata") or {}
+            for key in ("labels", "annotations"):
+                if key in new_meta:
+                    meta[key] = new_meta[key]
+            meta.pop("resourceVersion", None)
+            if new_meta.get("resourceVersion"):
+                meta["resourceVersion"] = new_meta["resourceVersion"]
+            merged["metadata"] = meta
+            return merged
+        new = dict(new)
+        new["status"] = current.get("status", {})
+        return new
+
+    async def _update(self, request: web.Request, target: Target) -> web.Response:
+        _, obj = await self._body(request)
+        self._check_kind(target, obj)
+        current = self._current(target)
+        obj = self._merge_protected(target, current, obj)
+        if self._dry_run(request):
+            return _json_response(obj)
+        updated = self.store.update(target.rt.name, obj)
+        return _json_response(updated)
+
+    async def _patch(self, request: web.Request, target: Target) -> web.Response:
+        content_type, patch = await self._body(request, patch=True)
+        rt = target.rt
+        current = self.store.get(rt.name, self._ns(target), target.name)
+        if current is None:
+            if content_type != APPLY_PATCH or target.subresource:
+                raise not_found(rt.qualified, target.name)
+            if not isinstance(patch, dict):
+                raise bad_request("apply patch must be an object")
+            self._check_kind(target, patch)
+            created = self.store.create(rt.name, patch, validate_namespace=True)
+            return _json_response(created, 201)
+        result = apply_patch(content_type, current, patch)
+        if not isinstance(result, dict):
+            raise bad_request("patch did not produce an object")
+        result_meta = result.get("metadata") or {}
+        if result_meta.get("name") != target.name:
+            raise bad_request("metadata.name: Invalid value: the name of the object cannot change")
+        self._check_kind(target, result)
+        result = self._merge_protected(target, current, result)
+        if self._dry_run(request):
+            return _json_response(result)
+        updated = self.store.update(rt.name, result)
+        return _json_response(updated)
+
+    async def _delete(
+        self, request: web.Request, info: RequestInfo, target: Target
+    ) -> web.Response:
+        options: JSONDict = {}
+        raw = await request.read()
+        if raw.strip():
+            content_type = request.content_type or JSON_TYPE
+            if content_type not in (JSON_TYPE, "application/yaml", "application/octet-stream"):
+                raise unsupported_media_type(BODY_TYPES)
+            try:
+                parsed = (
+                    json.loads(raw) if content_type != "application/yaml" else yaml.safe_load(raw)
+                )
+            except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
+                raise bad_request(f"error decoding body: json parse error: {exc}") from None
+            if not isinstance(parsed, dict):
+                raise bad_request("the body of a DELETE must be a DeleteOptions object")
+            options = parsed
+        query = request.query
+        grace = _query_int(query, "gracePeriodSeconds")
+        if grace is None and options.get("gracePeriodSeconds") is not None:
+            grace_value = options["gracePeriodSeconds"]
+            if not isinstance(grace_value, int):
+                raise bad_request("gracePeriodSeconds must be an integer")
+            grace = grace_value
+        policy = query.get("propagationPolicy") or options.get("propagationPolicy")
+        if policy not in (None, "Orphan", "Background", "Foreground"):
+            raise ApiError(
+                422,
+                "Invalid",
+                f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
+                f'"{policy}": supported values: "Foreground", "Background", "Orphan", "nil"',
+            )
+        dry_run = self._dry_run(request) or options.get("dryRun") == ["All"]
+        pre = options.get("preconditions") or {}
+        if not isinstance(pre, dict):
+            raise bad_request("preconditions must be an object")
+        uid = pre.get("uid")
+        rv = pre.get("resourceVersion")
+        result = self.store.delete(
+            target.rt.name,
+            self._ns(target),
+            target.name,
+            uid=None if uid is None else str(uid),
+            resource_version=None if rv is None else str(rv),
+            dry_run=dry_run,
+            grace_period=grace,
+            user=info.user,
+        )
+        if target.rt.returns_object_on_delete:
+            return _json_response(result)
+        meta = result.get("metadata") or {}
+        return _json_response(
+            success_status(target.name, target.rt.group, target.rt.name, str(meta.get("uid", "")))
+        )

@@ -1,0 +1,731 @@
+"""The simulated cluster state: objects, one resourceVersion counter, watch history.
+
+This module owns what etcd plus the watch cache give a real apiserver: every write
+bumps one global resourceVersion, is appended to a bounded history (so watches can
+resume from a resourceVersion and too-old ones get 410), and is pushed to the open
+watch subscriptions. Each stored version keeps its encoded JSON so LIST and WATCH
+answers are assembled from bytes instead of re-encoding. It is synchronous and
+single-threaded by design (the event loop's thread); it never does I/O and never
+hands out a reference to a stored dict: objects are copied in and out.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import itertools
+import json
+import random
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from zombied.sim.selectors import Selector
+from zombied.sim.status import (
+    ApiError,
+    already_exists,
+    bad_request,
+    conflict,
+    expired,
+    invalid,
+    not_found,
+    stale,
+    too_large_rv,
+    too_old,
+)
+
+JSONDict = dict[str, Any]
+Key = tuple[str, str]
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+TERMINAL_PHASES = frozenset({"Failed", "Succeeded"})
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    """One served resource: enough to route, authorise and describe it in discovery."""
+
+    name: str
+    kind: str
+    group: str
+    version: str
+    namespaced: bool
+    singular: str
+    short_names: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = (
+        "create",
+        "delete",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    )
+    subresources: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    returns_object_on_delete: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def qualified(self) -> str:
+        """``pods`` or ``leases.coordination.k8s.io``, as error messages name it."""
+        return f"{self.name}.{self.group}" if self.group else self.name
+
+
+RESOURCES: dict[str, ResourceType] = {
+    "pods": ResourceType(
+        "pods",
+        "Pod",
+        "",
+        "v1",
+        namespaced=True,
+        singular="pod",
+        short_names=("po",),
+        subresources=("status",),
+        categories=("all",),
+        returns_object_on_delete=True,
+    ),
+    "nodes": ResourceType(
+        "nodes",
+        "Node",
+        "",
+        "v1",
+        namespaced=False,
+        singular="node",
+        short_names=("no",),
+        subresources=("status",),
+        returns_object_on_delete=False,
+    ),
+    "namespaces": ResourceType(
+        "namespaces",
+        "Namespace",
+        "",
+        "v1",
+        namespaced=False,
+        singular="namespace",
+        short_names=("ns",),
+        subresources=("status",),
+        returns_object_on_delete=True,
+    ),
+    "events": ResourceType(
+        "events", "Event", "", "v1", namespaced=True, singular="event", short_names=("ev",)
+    ),
+    "leases": ResourceType(
+        "leases", "Lease", "coordination.k8s.io", "v1", namespaced=True, singular="lease"
+    ),
+}
+
+
+def encode(obj: Any) -> bytes:
+    """Compact JSON, as the apiserver sends it."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def now_rfc3339(at: float | None = None) -> str:
+    moment = datetime.fromtimestamp(time.time() if at is None else at, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One version of one object; ``obj`` is never mutated once stored."""
+
+    obj: JSONDict
+    raw: bytes
+    rv: int
+
+    def copy(self) -> JSONDict:
+        result: JSONDict = json.loads(self.raw)
+        return result
+
+
+class Change:
+    """One write, as the history and the watches see it."""
+
+    __slots__ = ("_lines", "_matches", "key", "prev", "resource", "rv", "stored", "type")
+
+    def __init__(
+        self, rv: int, resource: str, key: Key, *, type_: str, stored: Stored, prev: Stored | None
+    ) -> None:
+        self.rv = rv
+        self.resource = resource
+        self.key = key
+        self.type = type_
+        self.stored = stored
+        self.prev = prev
+        self._lines: dict[str, bytes] = {}
+        self._matches: dict[object, str | None] = {}
+
+    def line(self, type_: str) -> bytes:
+        """The watch event line for this change, encoded once per event type."""
+        cached = self._lines.get(type_)
+        if cached is None:
+            cached = b'{"type":"' + type_.encode() + b'","object":' + self.stored.raw + b"}\n"
+            self._lines[type_] = cached
+        return cached
+
+    def event_type(self, selector: Selector | None) -> str | None:
+        """What a watch with ``selector`` sees of this change (None: nothing).
+
+        An object that stops matching is DELETED for that watch, one that starts
+        matching is ADDED, as the apiserver's watch cache filters.
+        """
+        if selector is None or selector.empty:
+            return self.type
+        skey = selector.key
+        if skey in self._matches:
+            return self._matches[skey]
+        now = selector.matches(self.stored.obj)
+        before = self.prev is not None and selector.matches(self.prev.obj)
+        result: str | None
+        if self.type == "ADDED":
+            result = "ADDED" if now else None
+        elif self.type == "DELETED":
+            result = "DELETED" if (before or now) else None
+        elif now and before:
+            result = "MODIFIED"
+        elif now:
+            result = "ADDED"
+        elif before:
+            result = "DELETED"
+        else:
+            result = None
+        self._matches[skey] = result
+        return result
+
+
+class Subscription:
+    """An open watch's inbox: changes pushed by the store, drained by the server."""
+
+    __slots__ = ("expired", "namespace", "pending", "resource", "wake")
+
+    def __init__(self, resource: str, namespace: str | None) -> None:
+        self.resource = resource
+        self.namespace = namespace
+        self.pending: deque[Change] = deque()
+        self.wake = anyio.Event()
+        self.expired: str | None = None
+
+    def push(self, change: Change) -> None:
+        if self.namespace is not None and change.key[0] != self.namespace:
+            return
+        self.pending.append(change)
+        self.wake.set()
+
+    def expire(self, message: str) -> None:
+        self.expired = message
+        self.wake.set()
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedRecord:
+    """A pod deletion accepted by the server (or the store), as it was before."""
+
+    obj: JSONDict
+    rv: int
+    time: float
+    dry_run: bool
+    user: str
+
+
+@dataclass(slots=True)
+class Page:
+    items: list[Stored]
+    rv: int
+    next_start: Key | None
+    remaining: int | None
+
+
+@dataclass
+class _Table:
+    objects: dict[Key, Stored] = field(default_factory=dict)
+    sorted_keys: list[Key] | None = None
+
+    def keys(self) -> list[Key]:
+        if self.sorted_keys is None:
+            self.sorted_keys = sorted(self.objects)
+        return self.sorted_keys
+
+
+def _meta(obj: JSONDict) -> JSONDict:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        obj["metadata"] = meta
+    return meta
+
+
+class Store:
+    """All objects of the simulated cluster, with history and watch fan-out."""
+
+    def __init__(self, *, history_window: int = 10_000, seed: int = 0) -> None:
+        self._rv = 0
+        self._floor = 0
+        self._history: deque[Change] = deque(maxlen=max(1, history_window))
+        self._tables: dict[str, _Table] = {name: _Table() for name in RESOURCES}
+        self._subs: dict[str, set[Subscription]] = {name: set() for name in RESOURCES}
+        self._rng = random.Random(seed)
+        self.deleted: list[DeletedRecord] = []
+        #: Called with (namespace, name, uid, delay) when a pod starts graceful deletion.
+        self.on_graceful: Callable[[str, str, str, float], None] | None = None
+        for ns in DEFAULT_NAMESPACES:
+            self.create("namespaces", {"metadata": {"name": ns}})
+
+    # ----------------------------------------------------------------- reading
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    @property
+    def oldest_resource_version(self) -> int:
+        """Watches and continue tokens from below this answer 410."""
+        return self._floor
+
+    def get(self, resource: str, namespace: str, name: str) -> JSONDict | None:
+        stored = self.get_stored(resource, namespace, name)
+        return None if stored is None else stored.copy()
+
+    def get_stored(self, resource: str, namespace: str, name: str) -> Stored | None:
+        return self._table(resource).objects.get((namespace, name))
+
+    def list(self, resource: str, namespace: str | None = None) -> list[JSONDict]:
+        return [s.copy() for s in self.iter_stored(resource, namespace)]
+
+    def iter_stored(self, resource: str, namespace: str | None = None) -> Iterator[Stored]:
+        table = self._table(resource)
+        if namespace is None:
+            yield from (table.objects[k] for k in table.keys())  # noqa: SIM118 - sorted keys, not the dict
+            return
+        keys = table.keys()
+        lo, hi = _ns_range(keys, namespace)
+        for k in keys[lo:hi]:
+            yield table.objects[k]
+
+    def count(self, resource: str) -> int:
+        return len(self._table(resource).objects)
+
+    def _table(self, resource: str) -> _Table:
+        table = self._tables.get(resource)
+        if table is None:
+            raise ValueError(f"unknown resource {resource!r}")
+        return table
+
+    # ----------------------------------------------------------------- writing
+
+    def new_uid(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+    def _commit(
+        self, resource: str, key: Key, type_: str, obj: JSONDict, prev: Stored | None
+    ) -> Stored:
+        self._rv += 1
+        _meta(obj)["resourceVersion"] = str(self._rv)
+        stored = Stored(obj, encode(obj), self._rv)
+        table = self._tables[resource]
+        if type_ == "DELETED":
+            del table.objects[key]
+            table.sorted_keys = None
+        else:
+            if key not in table.objects:
+                table.sorted_keys = None
+            table.objects[key] = stored
+        change = Change(self._rv, resource, key, type_=type_, stored=stored, prev=prev)
+        if len(self._history) == self._history.maxlen:
+            self._floor = self._history[0].rv
+        self._history.append(change)
+        for sub in self._subs[resource]:
+            sub.push(change)
+        return stored
+
+    def create(self, resource: str, obj: JSONDict, *, validate_namespace: bool = False) -> JSONDict:
+        """Add an object; set uid, creationTimestamp and resourceVersion.
+
+        Direct callers get their namespace created on the fly; the server passes
+        ``validate_namespace`` to answer 404 for a missing namespace instead.
+        """
+        rt = RESOURCES[resource]
+        obj = json.loads(encode(obj))
+        meta = _meta(obj)
+        name = meta.get("name") or ""
+        if not name and meta.get("generateName"):
+            name = str(meta["generateName"]) + "".join(
+                self._rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5)
+            )
+            meta["name"] = name
+        if not name:
+            raise invalid(
+                rt.kind,
+                "",
+                [
+                    (
+                        "metadata.name",
+                        "FieldValueRequired",
+                        "Required value: name or generateName is required",
+                    )
+                ],
+            )
+        namespace = ""
+        if rt.namespaced:
+            namespace = meta.get("namespace") or "default"
+            meta["namespace"] = namespace
+            if self.get_stored("namespaces", "", namespace) is None:
+                if validate_namespace:
+                    raise not_found("namespaces", namespace)
+                self.create("namespaces", {"metadata": {"name": namespace}})
+            else:
+                ns_obj = self.get_stored("namespaces", "", namespace)
+                if validate_namespace and ns_obj is not None and _deleting(ns_obj.obj):
+                    raise ApiError(
+                        403,
+                        "Forbidden",
+                        f'{rt.qualified} "{name}" is forbidden: unable to create new content in '
+                        f"namespace {namespace} because it is being terminated",
+                        {"name": name, "kind": rt.name},
+                    )
+        else:
+            meta.pop("namespace", None)
+        key = (namespace, name)
+        if key in self._tables[resource].objects:
+            raise already_exists(rt.qualified, name)
+        meta["uid"] = self.new_uid()
+        meta.setdefault("creationTimestamp", now_rfc3339())
+        meta.pop("resourceVersion", None)
+        meta.pop("deletionTimestamp", None)
+        obj.pop("apiVersion", None)
+        obj.pop("kind", None)
+        obj = {"apiVersion": rt.api_version, "kind": rt.kind, **obj}
+        _apply_defaults(resource, obj)
+        return self._commit(resource, key, "ADDED", obj, None).copy()
+
+    def update(self, resource: str, obj: JSONDict, *, check_rv: bool = True) -> JSONDict:
+        """Replace an object; 409 if ``obj`` carries a resourceVersion that is not current."""
+        rt = RESOURCES[resource]
+        obj = json.loads(encode(obj))
+        meta = _meta(obj)
+        name = str(meta.get("name") or "")
+        namespace = str(meta.get("namespace") or "") if rt.namespaced else ""
+        if rt.namespaced and not namespace:
+            namespace = "default"
+            meta["namespace"] = namespace
+        key = (namespace, name)
+        current = self._tables[resource].objects.get(key)
+        if current is None:
+            raise not_found(rt.qualified, name)
+        given_rv = meta.get("resourceVersion")
+        if check_rv and given_rv not in (None, "") and str(given_rv) != str(current.rv):
+            raise stale(rt.qualified, name)
+        cur_meta = current.obj["metadata"]
+        if meta.get("uid") not in (None, "", cur_meta["uid"]):
+            raise conflict(
+                rt.qualified,
+                name,
+                f"Precondition failed: UID in precondition: {meta['uid']}, "
+                f"UID in object meta: {cur_meta['uid']}",
+            )
+        meta["uid"] = cur_meta["uid"]
+        meta["creationTimestamp"] = cur_meta.get("creationTimestamp")
+        if "deletionTimestamp" in cur_meta:
+            meta["deletionTimestamp"] = cur_meta["deletionTimestamp"]
+            if "deletionGracePeriodSeconds" in cur_meta:
+                meta["deletionGracePeriodSeconds"] = cur_meta["deletionGracePeriodSeconds"]
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        candidate = {**obj, "metadata": {**meta, "resourceVersion": str(current.rv)}}
+        if candidate == current.obj:
+            # A no-op write keeps the resourceVersion and emits nothing, like the apiserver.
+            return current.copy()
+        return self._commit(resource, key, "MODIFIED", obj, current).copy()
+
+    def delete(
+        self,
+        resource: str,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        dry_run: bool = False,
+        grace_period: int | None = None,
+        user: str = "",
+    ) -> JSONDict:
+        """Delete an object, honouring preconditions and pod graceful deletion.
+
+        Terminal or unscheduled pods (and grace period 0) vanish at once; other pods
+        get ``deletionTimestamp`` and vanish when ``on_graceful``'s timer calls
+        :meth:`finish_graceful`. Returns the object as the DELETE answer shows it.
+        """
+        rt = RESOURCES[resource]
+        key = (namespace if rt.namespaced else "", name)
+        current = self._tables[resource].objects.get(key)
+        if current is None:
+            raise not_found(rt.qualified, name)
+        cur_meta = current.obj["metadata"]
+        if uid is not None and uid != cur_meta["uid"]:
+            raise conflict(
+                rt.kind,
+                name,
+                f"the UID in the precondition ({uid}) does not match the UID in record "
+                f"({cur_meta['uid']}). The object might have been deleted and then recreated",
+            )
+        if resource_version is not None and resource_version != str(current.rv):
+            raise conflict(
+                rt.kind,
+                name,
+                f"the ResourceVersion in the precondition ({resource_version}) does not match "
+                f"the ResourceVersion in record ({current.rv}). The object might have been "
+                "modified",
+            )
+        if resource == "pods":
+            self.deleted.append(
+                DeletedRecord(current.copy(), current.rv, time.time(), dry_run, user)
+            )
+        grace = self._grace(resource, current.obj, grace_period)
+        if grace > 0:
+            return self._start_graceful(resource, key, current, grace, dry_run=dry_run)
+        if dry_run:
+            return current.copy()
+        if resource == "namespaces":
+            self._purge_namespace(name)
+        return self._remove(resource, key, current)
+
+    def _grace(self, resource: str, obj: JSONDict, requested: int | None) -> int:
+        if resource != "pods":
+            return 0
+        spec = obj.get("spec") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in TERMINAL_PHASES:
+            return 0
+        if requested is not None:
+            return max(0, requested)
+        default = spec.get("terminationGracePeriodSeconds")
+        return 30 if default is None else max(0, int(default))
+
+    def _start_graceful(
+        self, resource: str, key: Key, current: Stored, grace: int, *, dry_run: bool
+    ) -> JSONDict:
+        obj = current.copy()
+        meta = obj["metadata"]
+        deadline = time.time() + grace
+        if "deletionTimestamp" in meta:
+            remaining = _parse_time(meta["deletionTimestamp"]) - time.time()
+            if grace >= remaining:
+                return obj
+        meta["deletionTimestamp"] = now_rfc3339(deadline)
+        meta["deletionGracePeriodSeconds"] = grace
+        if dry_run:
+            return obj
+        stored = self._commit(resource, key, "MODIFIED", obj, current)
+        if self.on_graceful is not None:
+            self.on_graceful(key[0], key[1], meta["uid"], float(grace))
+        return stored.copy()
+
+    def finish_graceful(self, namespace: str, name: str, uid: str) -> None:
+        """The simulated kubelet is done with a deleting pod: remove it."""
+        current = self._tables["pods"].objects.get((namespace, name))
+        if current is None or current.obj["metadata"]["uid"] != uid:
+            return
+        if not _deleting(current.obj):
+            return
+        self._remove("pods", (namespace, name), current)
+
+    def _remove(self, resource: str, key: Key, current: Stored) -> JSONDict:
+        return self._commit(resource, key, "DELETED", current.copy(), current).copy()
+
+    def _purge_namespace(self, namespace: str) -> None:
+        for resource, rt in RESOURCES.items():
+            if not rt.namespaced:
+                continue
+            for stored in list(self.iter_stored(resource, namespace)):
+                self._remove(resource, (namespace, stored.obj["metadata"]["name"]), stored)
+
+    # ------------------------------------------------------------ list & watch
+
+    def check_watch_start(self, rv: int) -> None:
+        if rv < self._floor:
+            raise too_old(rv, self._floor)
+        if rv > self._rv:
+            raise too_large_rv(rv, self._rv)
+
+    def changes_since(self, resource: str, rv: int) -> Iterable[Change]:
+        """Changes to ``resource`` after ``rv`` (caller checked ``rv`` is not too old)."""
+        first = self._history[0].rv if self._history else self._rv + 1
+        start = max(0, rv + 1 - first)
+        return (c for c in itertools.islice(self._history, start, None) if c.resource == resource)
+
+    def subscribe(self, resource: str, namespace: str | None) -> Subscription:
+        sub = Subscription(resource, namespace)
+        self._subs[resource].add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._subs[sub.resource].discard(sub)
+
+    def watcher_count(self) -> int:
+        return sum(len(s) for s in self._subs.values())
+
+    def compact(self) -> None:
+        """Forget all history up to now: older resourceVersions answer 410.
+
+        Open watches are expired with a 410 ERROR event, as when the apiserver's
+        watch cache is re-initialised.
+        """
+        self._floor = self._rv
+        self._history.clear()
+        for subs in self._subs.values():
+            for sub in subs:
+                sub.expire("The resourceVersion for the provided watch is too old.")
+
+    def list_page(
+        self,
+        resource: str,
+        namespace: str | None,
+        selector: Selector | None,
+        *,
+        limit: int = 0,
+        start_after: Key | None = None,
+        at_rv: int | None = None,
+    ) -> Page:
+        """A (possibly paginated) LIST, optionally as of an older resourceVersion."""
+        table = self._table(resource)
+        objects: dict[Key, Stored] | _Overlay = table.objects
+        keys = table.keys()
+        rv = self._rv
+        if at_rv is not None and at_rv != self._rv:
+            if at_rv < self._floor:
+                raise too_old(at_rv, self._floor)
+            if at_rv > self._rv:
+                raise too_large_rv(at_rv, self._rv)
+            overrides: dict[Key, Stored | None] = {}
+            for change in reversed(list(self.changes_since(resource, at_rv))):
+                overrides[change.key] = change.prev
+            objects = _Overlay(table.objects, overrides)
+            keys = sorted(set(keys) | set(overrides))
+            rv = at_rv
+        lo, hi = (0, len(keys)) if namespace is None else _ns_range(keys, namespace)
+        if start_after is not None:
+            lo = max(lo, bisect.bisect_right(keys, start_after))
+        items: list[Stored] = []
+        match = None if selector is None or selector.empty else selector.matches
+        next_start: Key | None = None
+        i = lo
+        while i < hi:
+            stored = objects.get(keys[i])
+            i += 1
+            if stored is None or (match is not None and not match(stored.obj)):
+                continue
+            items.append(stored)
+            if limit and len(items) >= limit:
+                if i < hi:
+                    next_start = keys[i - 1]
+                break
+        remaining = None
+        if next_start is not None and match is None:
+            remaining = hi - i
+        return Page(items, rv, next_start, remaining)
+
+
+class _Overlay:
+    """The table as it was at an older resourceVersion (current plus reverted changes)."""
+
+    def __init__(self, base: dict[Key, Stored], overrides: dict[Key, Stored | None]) -> None:
+        self._base = base
+        self._overrides = overrides
+
+    def get(self, key: Key) -> Stored | None:
+        if key in self._overrides:
+            return self._overrides[key]
+        return self._base.get(key)
+
+
+def _ns_range(keys: list[Key], namespace: str) -> tuple[int, int]:
+    return (
+        bisect.bisect_left(keys, (namespace, "")),
+        bisect.bisect_left(keys, (namespace + "\x00", "")),
+    )
+
+
+def _deleting(obj: JSONDict) -> bool:
+    return "deletionTimestamp" in (obj.get("metadata") or {})
+
+
+def _parse_time(text: str) -> float:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return time.time()
+
+
+def _apply_defaults(resource: str, obj: JSONDict) -> None:
+    if resource == "pods":
+        spec = obj.setdefault("spec", {})
+        if isinstance(spec, dict):
+            spec.setdefault("restartPolicy", "Always")
+            spec.setdefault("terminationGracePeriodSeconds", 30)
+            spec.setdefault("dnsPolicy", "ClusterFirst")
+            spec.setdefault("schedulerName", "default-scheduler")
+            spec.setdefault("serviceAccountName", "default")
+        status = obj.setdefault("status", {})
+        if isinstance(status, dict):
+            status.setdefault("phase", "Pending")
+            status.setdefault("qosClass", "BestEffort")
+    elif resource == "namespaces":
+        obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+        obj.setdefault("status", {"phase": "Active"})
+        labels = _meta(obj).setdefault("labels", {})
+        if isinstance(labels, dict):
+            labels.setdefault("kubernetes.io/metadata.name", obj["metadata"]["name"])
+
+
+# ------------------------------------------------------------- continue tokens
+
+
+def encode_continue(rv: int, start: Key) -> str:
+    raw = json.dumps(
+        {"v": "meta.k8s.io/v1", "rv": rv, "start": f"{start[0]}/{start[1]}\x00"},
+        separators=(",", ":"),
+    )
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_continue(token: str) -> tuple[int, Key]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        rv = int(data["rv"])
+        ns, _, name = str(data["start"]).rstrip("\x00").partition("/")
+        version = data.get("v")
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise bad_request(f"continue key is not valid: {exc}") from None
+    if version != "meta.k8s.io/v1" or rv <= 0:
+        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion")
+    return rv, (ns, name)
+
+
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this "
+    "response to retrieve the remainder of the results. Continuing with the provided token "
+    "results in an inconsistent list - objects that were created, modified, or deleted between "
+    "the time the first chunk was returned and now may show up in the list."
+)
+
+
+def continue_expired(store: Store, start: Key) -> ApiError:
+    err = expired(CONTINUE_EXPIRED)
+    err.metadata = {"continue": encode_continue(store.resource_version, start)}
+    return err

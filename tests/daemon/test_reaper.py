@@ -1,0 +1,220 @@
+"""The one delete path against the simulator: preconditions, dry runs, outcomes, Events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import anyio
+import pytest
+from zombied import metrics
+from zombied.kube import open_api_client
+from zombied.pod import parse_pod
+from zombied.queue import WorkQueue
+from zombied.reaper import Action, Leadership, Reaper
+from zombied.rules import Rule, RuleSet
+from zombied.sim import Simulator
+from zombied.sim.rbac import PolicyRule
+from zombied.watch import PodCache
+
+from tests.daemon.capture import captured_logs
+from tests.daemon.pods import evicted, pod, zombie
+from tests.helpers import eventually
+
+
+def reaped(rule: str, outcome: str) -> float:
+    value = metrics.pods_reaped.labels(rule=rule, outcome=outcome)._value.get()
+    return float(value)
+
+
+def delete_queries(sim: Simulator) -> list[dict[str, list[str]]]:
+    return [parse_qs(r.query) for r in sim.requests if r.verb == "delete"]
+
+
+async def test_deletes_with_uid_precondition_and_records_event(
+    sim: Simulator, kubeconfig: Path
+) -> None:
+    obj = sim.store.create("pods", zombie("web-1", node="spot-3"))
+    snapshot = parse_pod(obj)
+    before = reaped("node-shutdown", "deleted")
+    async with open_api_client(str(kubeconfig), None) as api:
+        reaper = Reaper(api, qps=100, burst=10, identity="test-replica")
+        with captured_logs() as logs:
+            outcome = await reaper.delete(snapshot, "node-shutdown")
+    assert outcome.outcome == "deleted"
+    assert sim.store.get("pods", "team-a", "web-1") is None
+    (record,) = sim.deleted
+    assert record.obj["metadata"]["uid"] == snapshot.uid
+    assert not record.dry_run
+    assert reaped("node-shutdown", "deleted") == before + 1
+    (line,) = [entry for entry in logs if entry["event"] == "pod.reaped"]
+    assert line["namespace"] == "team-a"
+    assert line["pod"] == "web-1"
+    assert line["uid"] == snapshot.uid
+    assert line["rule"] == "node-shutdown"
+    assert line["node"] == "spot-3"
+    assert line["age_s"] >= 59
+    (event,) = sim.store.list("events", "team-a")
+    assert event["reason"] == "Reaped"
+    assert event["type"] == "Normal"
+    assert event["reportingComponent"] == "zombied"
+    assert event["involvedObject"]["uid"] == snapshot.uid
+    assert event["involvedObject"]["kind"] == "Pod"
+    assert "node-shutdown" in event["message"]
+    assert "spot-3" in event["message"]
+    assert "imminent node shutdown" in event["message"]
+
+
+async def test_replacement_with_same_name_survives(sim: Simulator, kubeconfig: Path) -> None:
+    old = parse_pod(sim.store.create("pods", zombie("db-0", owner=("StatefulSet", "db"))))
+    sim.store.delete("pods", "team-a", "db-0")
+    sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
+    async with open_api_client(str(kubeconfig), None) as api:
+        with captured_logs() as logs:
+            outcome = await Reaper(api).delete(old, "node-shutdown")
+    assert outcome.outcome == "conflict"
+    assert outcome.action is Action.DONE
+    replacement = sim.store.get("pods", "team-a", "db-0")
+    assert replacement is not None
+    assert replacement["metadata"]["uid"] != old.uid
+    assert [entry["event"] for entry in logs] == ["pod.conflict"]
+    body_uids = [r.obj["metadata"]["uid"] for r in sim.deleted]
+    assert replacement["metadata"]["uid"] not in body_uids
+
+
+async def test_missing_pod_is_gone(sim: Simulator, kubeconfig: Path) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("gone")))
+    sim.store.delete("pods", "team-a", "gone")
+    async with open_api_client(str(kubeconfig), None) as api:
+        outcome = await Reaper(api).delete(snapshot, "node-shutdown")
+    assert (outcome.outcome, outcome.code) == ("gone", 404)
+    assert not outcome.failed
+
+
+async def test_server_dry_run_sends_dry_run_all(sim: Simulator, kubeconfig: Path) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
+    async with open_api_client(str(kubeconfig), None) as api:
+        with captured_logs() as logs:
+            outcome = await Reaper(api, dry_run="server").delete(snapshot, "node-shutdown")
+    assert outcome.outcome == "dry_run"
+    assert sim.store.get("pods", "team-a", "dry") is not None
+    assert [q.get("dryRun") for q in delete_queries(sim)] == [["All"]]
+    assert sim.store.list("events", "team-a") == []
+    assert any(e["event"] == "pod.dry_run" and e["mode"] == "server" for e in logs)
+
+
+async def test_client_dry_run_sends_nothing(sim: Simulator, kubeconfig: Path) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
+    async with open_api_client(str(kubeconfig), None) as api:
+        outcome = await Reaper(api, dry_run="client").delete(snapshot, "node-shutdown")
+    assert outcome.outcome == "dry_run"
+    assert delete_queries(sim) == []
+    assert sim.store.get("pods", "team-a", "dry") is not None
+
+
+@pytest.mark.parametrize(
+    ("status", "action", "retry_after"),
+    [(429, Action.RETRY_AFTER, 3.0), (503, Action.BACKOFF, None), (500, Action.BACKOFF, None)],
+)
+async def test_transient_failures(
+    sim: Simulator, kubeconfig: Path, status: int, action: Action, retry_after: float | None
+) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("flaky")))
+    sim.faults.add_error("delete", "pods", status=status, retry_after=retry_after, count=1)
+    async with open_api_client(str(kubeconfig), None) as api:
+        reaper = Reaper(api)
+        outcome = await reaper.delete(snapshot, "node-shutdown")
+        assert (outcome.code, outcome.action, outcome.retry_after) == (status, action, retry_after)
+        assert outcome.failed
+        again = await reaper.delete(snapshot, "node-shutdown")
+    assert again.outcome == "deleted"
+
+
+async def test_forbidden_delete_names_the_rule_once(sim: Simulator, tmp_path: Path) -> None:
+    token = sim.add_token("reader", [PolicyRule(("",), ("pods",), ("get", "list", "watch"))])
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kc", token=token)
+    first = parse_pod(sim.store.create("pods", zombie("a")))
+    second = parse_pod(sim.store.create("pods", zombie("b")))
+    async with open_api_client(str(kubeconfig), None) as api:
+        reaper = Reaper(api)
+        with captured_logs() as logs:
+            one = await reaper.delete(first, "node-shutdown")
+            two = await reaper.delete(second, "node-shutdown")
+    assert one.action is two.action is Action.FORBIDDEN
+    assert reaper.forbidden == {"team-a": "delete pods in namespace team-a"}
+    forbidden = [entry for entry in logs if entry["event"] == "reaper.forbidden"]
+    assert len(forbidden) == 1
+    assert forbidden[0]["missing_rule"] == "delete pods in namespace team-a"
+    assert sim.store.get("pods", "team-a", "a") is not None
+
+
+async def test_event_failure_is_not_fatal(sim: Simulator, kubeconfig: Path) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("z")))
+    sim.faults.add_error("create", "events", status=403, count=1)
+    async with open_api_client(str(kubeconfig), None) as api:
+        with captured_logs() as logs:
+            outcome = await Reaper(api).delete(snapshot, "node-shutdown")
+    assert outcome.outcome == "deleted"
+    assert any(entry["event"] == "event.forbidden" for entry in logs)
+
+
+async def test_standby_does_not_delete(sim: Simulator, kubeconfig: Path) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("z")))
+    async with open_api_client(str(kubeconfig), None) as api:
+        outcome = await Reaper(api, leadership=Leadership(False)).delete(snapshot, "node-shutdown")
+    assert outcome.action is Action.ABANDONED
+    assert delete_queries(sim) == []
+
+
+async def test_losing_leadership_cancels_in_flight_delete(sim: Simulator, kubeconfig: Path) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("slow")))
+    sim.faults.add_latency("delete", "pods", 30.0)
+    leadership = Leadership(True)
+    async with open_api_client(str(kubeconfig), None) as api:
+        reaper = Reaper(api, leadership=leadership)
+        outcomes = []
+
+        async def attempt() -> None:
+            outcomes.append(await reaper.delete(snapshot, "node-shutdown"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attempt)
+            await eventually(lambda: leadership._in_flight)
+            leadership.set(False)
+    assert outcomes[0].action is Action.ABANDONED
+    assert sim.store.get("pods", "team-a", "slow") is not None
+
+
+async def test_workers_re_evaluate_the_newest_snapshot(sim: Simulator, kubeconfig: Path) -> None:
+    rules = RuleSet((Rule("node-shutdown", 0.0), Rule("evicted", 3600.0)))
+    queue: WorkQueue[str] = WorkQueue()
+    cache = PodCache(rules, queue)
+    due = parse_pod(sim.store.create("pods", zombie("due")))
+    kept = parse_pod(sim.store.create("pods", zombie("kept")))
+    later = parse_pod(sim.store.create("pods", evicted("later")))
+    async with open_api_client(str(kubeconfig), None) as api:
+        reaper = Reaper(api)
+        for snapshot in (due, kept, later):
+            cache.upsert(snapshot)
+        # The newest state of "kept" carries the opt-out annotation.
+        cache.upsert(
+            parse_pod(
+                {
+                    **sim.store.get("pods", "team-a", "kept"),
+                    "metadata": {
+                        **sim.store.get("pods", "team-a", "kept")["metadata"],
+                        "annotations": {"zombied.io/keep": "true"},
+                    },
+                }
+            )
+        )
+        assert (await reaper.process("team-a/due", cache, queue)).outcome == "deleted"
+        with captured_logs() as logs:
+            assert await reaper.process("team-a/kept", cache, queue) is None
+        assert logs[0]["event"] == "pod.skipped"
+        assert logs[0]["why"] == "keep-annotation"
+        assert await reaper.process("team-a/later", cache, queue) is None
+        assert "team-a/later" in queue
+        assert await reaper.process("team-a/unknown", cache, queue) is None
+    assert [r.obj["metadata"]["name"] for r in sim.deleted] == ["due"]
+    assert kept.uid

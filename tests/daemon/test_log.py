@@ -1,0 +1,64 @@
+"""Log set-up: JSON lines by default, console on request, stdlib loggers routed through."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+import structlog
+from zombied.log import configure_logging, get_logger, wants_console
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+def test_json_lines_with_context_and_stdlib_records() -> None:
+    out = io.StringIO()
+    configure_logging("json", "info", out)
+    with structlog.contextvars.bound_contextvars(namespace="team-a", pod="web-0"):
+        get_logger("zombied.test").info("pod.reaped", rule="node-shutdown")
+    logging.getLogger("aiohttp.server").warning("from the stdlib %s", "logger")
+    get_logger("zombied.test").debug("hidden")
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first["event"] == "pod.reaped"
+    assert first["namespace"] == "team-a"
+    assert first["pod"] == "web-0"
+    assert first["rule"] == "node-shutdown"
+    assert first["level"] == "info"
+    assert "timestamp" in first
+    assert second["event"] == "from the stdlib logger"
+    assert second["logger"] == "aiohttp.server"
+
+
+def test_debug_level_and_console_renderer() -> None:
+    out = io.StringIO()
+    configure_logging("console", "debug", out)
+    get_logger("zombied.test").debug("watch.synced", pods=3)
+    text = out.getvalue()
+    assert "watch.synced" in text
+    assert "pods=3" in text
+    assert not text.lstrip().startswith("{")
+
+
+def test_auto_picks_console_only_on_a_terminal() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert wants_console("auto", Terminal())
+    assert not wants_console("auto", io.StringIO())
+    assert not wants_console("json", Terminal())
+    assert wants_console("console", io.StringIO())
+    closed = io.StringIO()
+    closed.close()
+    assert not wants_console("auto", closed)

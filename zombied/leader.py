@@ -1,0 +1,445 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics.
+
+This module owns the Lease loop that decides whether this replica may delete pods. A
+candidate takes the lease when it is absent, released (empty holder), already ours, or
+when the record has not changed for ``leaseDurationSeconds`` *as measured on our own
+monotonic clock since we last saw it change* — the remote ``renewTime`` is written for
+humans and never compared with our wall clock. Every write carries the lease's
+``resourceVersion``, so of two racing candidates exactly one wins and the other gets a
+``409`` and simply tries again a period later. The leader renews every retry period and
+stops leading as soon as ``renew_deadline`` passes without a successful renewal, which
+is strictly before any standby could see the lease expire (``renew_deadline <
+lease_duration``): there is never a moment with two deleters. On shutdown the leader
+clears the holder so a standby takes over at its next retry instead of after a full
+lease duration.
+
+It must never decide what leadership is used for (the daemon gates the reaper on
+:attr:`LeaseElector.is_leader`), never raise for API errors (they are logged once per
+kind and retried), and never use the wall clock for local timing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import secrets
+import socket
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import structlog
+from anyio.abc import TaskStatus
+from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from zombied.kube import ApiStatus, api_status
+
+#: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
+JITTER_FACTOR = 1.2
+
+#: Fraction of the retry period a single request may take, so a hung request never
+#: delays the next attempt.
+REQUEST_TIMEOUT_FACTOR = 0.8
+
+#: The four fields that identify a lease record; a change in any of them restarts the
+#: expiry clock of everyone who observes it.
+_RECORD_FIELDS = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime")
+
+
+def default_identity() -> str:
+    """``$POD_NAME`` (or the host name) plus a random suffix, unique per process start.
+
+    The suffix keeps a restarted replica with the same pod name from mistaking the
+    lease of its previous life for its own.
+    """
+    base = os.environ.get("POD_NAME") or socket.gethostname() or "zombied"
+    return f"{base}-{secrets.token_hex(4)}"
+
+
+def micro_time(moment: datetime) -> str:
+    """A ``MicroTime`` as the API server writes it: RFC 3339, microseconds, UTC, ``Z``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaseElector:
+    """Campaign for, hold and release one Lease; :attr:`is_leader` says who may act.
+
+    Run :meth:`run` in a task group; it returns only when cancelled, after releasing
+    the lease if held. ``on_change(True/False)`` is called synchronously on every gain
+    and loss of leadership and must not raise or block.
+    """
+
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        name: str,
+        namespace: str,
+        identity: str,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        if not lease_duration > renew_deadline > retry_period > 0:
+            raise ValueError(
+                "lease_duration > renew_deadline > retry_period > 0 is required, got "
+                f"{lease_duration}, {renew_deadline}, {retry_period}"
+            )
+        # Untyped on purpose: the raw (_preload_content=False) answers are aiohttp
+        # responses, not the V1Lease models the stubs promise.
+        self._coordination: Any = CoordinationV1Api(api)
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.request_timeout = retry_period * REQUEST_TIMEOUT_FACTOR
+        self._on_change = on_change
+        self._log = structlog.get_logger(lease=f"{namespace}/{name}", identity=identity)
+        self._rng = random.Random()
+        # One write at a time: a release must not race a renewal of the same version.
+        self._lock = anyio.Lock()
+        self._leading = False
+        self._released = False
+        self._became_leader = anyio.Event()
+        # Loop time of the start of the last successful write while leading.
+        self._renewed_at = -math.inf
+        # The last lease object the server returned, and the record it held.
+        self._lease: dict[str, Any] | None = None
+        self._observed: tuple[object, ...] | None = None
+        self._observed_at = -math.inf
+        self._observed_holder = ""
+        self._previous_holder = ""
+        self._observed_duration = lease_duration
+        # A write whose answer we did not see may have made us the holder.
+        self._write_in_flight = False
+        self._logged_errors: set[tuple[str, int]] = set()
+
+    # -- public surface -------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        """True while we hold the lease and the renew deadline has not passed."""
+        if not self._leading:
+            return False
+        try:
+            now = anyio.current_time()
+        except RuntimeError:  # read outside the event loop: the loop's own flag is all we have
+            return True
+        return now < self._renewed_at + self.renew_deadline
+
+    @property
+    def holder(self) -> str:
+        """The holder identity we last observed on the lease ("" when free or unknown)."""
+        return self._observed_holder
+
+    async def wait_until_leader(self) -> None:
+        """Return once this replica leads (immediately if it already does)."""
+        while not self.is_leader:
+            await self._became_leader.wait()
+            # The event of a past term may still be set; loop until leading *now*.
+            if not self.is_leader:
+                await anyio.lowlevel.checkpoint()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Campaign and lead until cancelled; release the lease on the way out."""
+        task_status.started()
+        try:
+            while True:
+                await self._acquire()
+                await self._lead()
+        finally:
+            if self._leading or self._write_in_flight:
+                with anyio.CancelScope(shield=True):
+                    await self._release(reason="shutdown")
+
+    async def release(self) -> None:
+        """Stop leading for good and clear the holder so a standby takes over at once.
+
+        After this, :meth:`run` stays a follower until it is cancelled.
+        """
+        self._released = True
+        with anyio.CancelScope(shield=True):
+            await self._release(reason="released")
+
+    # -- campaign and term ----------------------------------------------------------
+
+    async def _acquire(self) -> None:
+        """Try every retry period (jittered, as client-go) until we hold the lease."""
+        while True:
+            if not self._released and await self._try_acquire_or_renew():
+                return
+            jitter = self._rng.random() * JITTER_FACTOR * self.retry_period
+            await anyio.sleep(self.retry_period + jitter)
+
+    async def _lead(self) -> None:
+        """Renew every retry period; return once leadership is lost."""
+        while self._leading:
+            with anyio.CancelScope(deadline=self._renewed_at + self.renew_deadline) as term:
+                await anyio.sleep(self.retry_period)
+                while not await self._try_acquire_or_renew():
+                    if self._observed_holder != self.identity:
+                        return  # another holder took over; _observe said so and stopped us
+                    await anyio.sleep(self.retry_period)
+            if term.cancelled_caught:
+                self._stop_leading(
+                    "renew deadline exceeded",
+                    since_renew_s=round(anyio.current_time() - self._renewed_at, 3),
+                )
+                return
+
+    async def _try_acquire_or_renew(self) -> bool:
+        """One round of client-go's tryAcquireOrRenew; True when we hold the lease now."""
+        async with self._lock:
+            if self._released:
+                return False
+            started = anyio.current_time()
+            if self._leading and self._lease is not None:
+                # Fast path: renew against the version we wrote last; a 409 means it
+                # changed under us, so fall back to reading it.
+                try:
+                    written = await self._write(self._lease, self._record(self._lease))
+                except ApiException as exc:
+                    if self._failed(exc, "update") != 409:
+                        return False
+                else:
+                    self._won(written, started)
+                    return True
+
+            try:
+                lease = await self._request("get")
+            except ApiException as exc:
+                status = api_status(exc)
+                if status is None or status.code != 404:
+                    self._failed(exc, "get")
+                    return False
+                return await self._create(started)
+
+            self._observe(lease)
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity") or ""
+            if holder and holder != self.identity and not self._expired():
+                return False
+
+            try:
+                written = await self._write(lease, self._record(lease))
+            except ApiException as exc:
+                self._failed(exc, "update")
+                return False
+            self._won(written, started)
+            return True
+
+    async def _create(self, started: float) -> bool:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": self._record(None),
+        }
+        try:
+            self._write_in_flight = True
+            created = await self._request("create", body)
+        except ApiException as exc:
+            self._failed(exc, "create")
+            return False
+        finally:
+            self._write_in_flight = False
+        self._won(created, started)
+        return True
+
+    def _record(self, lease: dict[str, Any] | None) -> dict[str, Any]:
+        """The spec we write: renewal keeps acquireTime and transitions, takeover bumps."""
+        now = micro_time(datetime.now(UTC))
+        old = (lease or {}).get("spec") or {}
+        ours = lease is not None and old.get("holderIdentity") == self.identity
+        transitions = old.get("leaseTransitions")
+        transitions = transitions if isinstance(transitions, int) else 0
+        return {
+            **old,
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": math.ceil(self.lease_duration),
+            "acquireTime": old.get("acquireTime") if ours else now,
+            "renewTime": now,
+            "leaseTransitions": transitions if ours or lease is None else transitions + 1,
+        }
+
+    async def _write(self, lease: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+        # The lease's metadata (with its resourceVersion) goes back unchanged: the
+        # server rejects the write with 409 if anyone wrote in between.
+        body = {**lease, "spec": spec}
+        self._write_in_flight = True
+        try:
+            return await self._request("replace", body)
+        finally:
+            self._write_in_flight = False
+
+    def _won(self, lease: dict[str, Any], started: float) -> None:
+        self._logged_errors.clear()
+        self._observe(lease, at=started)
+        if self._released:
+            return  # release() is waiting for the lock and clears the holder next
+        self._renewed_at = started
+        if self._leading:
+            self._log.debug("leader.renewed")
+            return
+        previous = self._previous_holder
+        self._leading = True
+        self._became_leader.set()
+        spec = lease.get("spec") or {}
+        self._log.info(
+            "leader.acquired",
+            previous_holder=previous or None,
+            transitions=spec.get("leaseTransitions"),
+        )
+        if self._on_change is not None:
+            self._on_change(True)
+
+    def _observe(self, lease: dict[str, Any], *, at: float | None = None) -> None:
+        """Remember the record; restart its expiry clock whenever it changed."""
+        self._lease = lease
+        spec = lease.get("spec") or {}
+        record = tuple(spec.get(field) for field in _RECORD_FIELDS)
+        if record == self._observed:
+            return
+        self._observed = record
+        # A change seen in an answer happened before we saw it: counting from now (after
+        # the answer) can only make our idea of its expiry later, never earlier.
+        self._observed_at = anyio.current_time() if at is None else at
+        duration = spec.get("leaseDurationSeconds")
+        self._observed_duration = (
+            float(duration) if isinstance(duration, int) and duration > 0 else self.lease_duration
+        )
+        holder = spec.get("holderIdentity") or ""
+        self._previous_holder = self._observed_holder
+        if holder != self._observed_holder:
+            self._observed_holder = holder
+            if holder != self.identity:
+                self._log.info("leader.observed", holder=holder or None)
+        if self._leading and holder != self.identity:
+            self._stop_leading("lease taken by another holder", holder=holder or None)
+
+    def _expired(self) -> bool:
+        return anyio.current_time() >= self._observed_at + self._observed_duration
+
+    def _stop_leading(self, reason: str, **details: object) -> None:
+        if not self._leading:
+            return
+        self._leading = False
+        self._became_leader = anyio.Event()
+        self._log.warning("leader.lost", reason=reason, **details)
+        if self._on_change is not None:
+            self._on_change(False)
+
+    async def _release(self, *, reason: str) -> None:
+        """Clear the holder (client-go: empty holder, 1 s duration, renewTime kept)."""
+        was_leading = self._leading
+        if was_leading:
+            # Stop acting before the write: the lease is up for grabs the moment it lands.
+            self._leading = False
+            self._became_leader = anyio.Event()
+            if self._on_change is not None:
+                self._on_change(False)
+        with anyio.move_on_after(max(2 * self.request_timeout, 1.0)) as scope:
+            async with self._lock:
+                for _ in range(3):
+                    lease = self._lease if was_leading else None
+                    try:
+                        if lease is None:
+                            lease = await self._request("get")
+                        spec = dict(lease.get("spec") or {})
+                        if spec.get("holderIdentity") != self.identity:
+                            return  # not ours (any more): nothing to give back
+                        spec.update(holderIdentity="", leaseDurationSeconds=1)
+                        self._lease = await self._request("replace", {**lease, "spec": spec})
+                    except ApiException as exc:
+                        if self._failed(exc, "release") == 409:
+                            was_leading = False  # re-read the newer version and retry
+                            continue
+                        return
+                    self._log.info("leader.released", reason=reason)
+                    return
+        if scope.cancelled_caught:
+            self._log.warning("leader.release_timeout", timeout_s=scope.deadline)
+
+    # -- HTTP -----------------------------------------------------------------------
+
+    async def _request(self, op: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One lease request with a short timeout; raw JSON in and out.
+
+        Raw JSON keeps fields this client does not model (a newer server's additions)
+        intact across read-modify-write, and MicroTime strings exactly as written.
+        Timeouts and transport failures are raised as ``ApiException(status=0)``.
+        """
+        options = {"_preload_content": False, "_request_timeout": self.request_timeout}
+        api = self._coordination
+        try:
+            with anyio.fail_after(self.request_timeout):
+                if op == "get":
+                    response = await api.read_namespaced_lease(self.name, self.namespace, **options)
+                elif op == "create":
+                    response = await api.create_namespaced_lease(self.namespace, body, **options)
+                else:
+                    response = await api.replace_namespaced_lease(
+                        self.name, self.namespace, body, **options
+                    )
+                async with response:
+                    data = await response.read()
+        except Exception as exc:
+            if isinstance(exc, ApiException) or api_status(exc) is None:
+                raise
+            raise _transport_error(exc) from exc
+        if not 200 <= response.status <= 299:
+            error = ApiException(status=response.status, reason=response.reason)
+            error.body = data  # a Status object, as ApiException carries it elsewhere
+            error.headers = response.headers
+            raise error
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            raise ApiException(status=0, reason=f"unexpected {op} answer: not a JSON object")
+        return obj
+
+    def _failed(self, exc: ApiException, op: str) -> int:
+        """Log a failed request (each kind once until the next success); return its code."""
+        status = api_status(exc) or ApiStatus(0, "Unknown", str(exc))
+        if status.code == 409:
+            self._log.info("leader.conflict", op=op, message=status.message or None)
+            return status.code
+        kind = (op, status.code)
+        level = "debug" if kind in self._logged_errors else "warning"
+        self._logged_errors.add(kind)
+        if status.code in (401, 403):
+            getattr(self._log, "error" if level == "warning" else "debug")(
+                "leader.forbidden",
+                op=op,
+                code=status.code,
+                missing_rule=(
+                    "get/create/update leases in API group coordination.k8s.io "
+                    f"in namespace {self.namespace}"
+                ),
+                message=status.message or None,
+            )
+            return status.code
+        getattr(self._log, level)(
+            "leader.error",
+            op=op,
+            code=status.code,
+            reason=status.reason or None,
+            message=status.message or None,
+        )
+        return status.code
+
+
+def _transport_error(exc: BaseException) -> ApiException:
+    status = api_status(exc)
+    reason = status.reason if status else type(exc).__name__
+    return ApiException(status=0, reason=reason or type(exc).__name__)

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from bench.procs import high_water_rss
+
 KUBECTL: Final = "/usr/bin/kubectl"
 # GNU xargs builds command lines of at most 128 KiB by default.
 XARGS_MAX_CHARS: Final = 128 * 1024
@@ -100,34 +102,42 @@ def parse_listing(text: str) -> dict[str, list[str]]:
 
 
 def _run(argv: Sequence[str], *, capture: bool) -> tuple[Invocation, str]:
+    """Run one kubectl to the end: its output, CPU seconds and peak RSS.
+
+    The peak comes from the process's own `VmHWM`, read while it runs: `ru_maxrss`
+    from `wait4` would include the harness's memory that the child inherited before it
+    exec'd kubectl.
+    """
     started = time.monotonic()
-    with tempfile.TemporaryFile() as err:
+    peak_rss = 0
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+            stdout=out if capture else subprocess.DEVNULL,
             stderr=err,
         )
-        out = b""
-        if capture:
-            assert proc.stdout is not None
-            # Read everything before reaping: a large listing would fill the pipe.
-            out = proc.stdout.read()
-            proc.stdout.close()
-        _, status, rusage = os.wait4(proc.pid, 0)
+        while True:
+            peak_rss = max(peak_rss, high_water_rss(proc.pid))
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid == proc.pid:
+                break
+            time.sleep(0.005)
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         stderr_tail = err.read()[-500:].decode(errors="replace")
+        out.seek(0)
+        text = out.read().decode(errors="replace") if capture else ""
     return (
         Invocation(
             argv_head=" ".join(argv[3:6]),
             seconds=time.monotonic() - started,
             cpu_seconds=rusage.ru_utime + rusage.ru_stime,
-            max_rss_bytes=rusage.ru_maxrss * 1024,
+            max_rss_bytes=peak_rss,
             returncode=proc.returncode,
             stderr_tail=stderr_tail.strip(),
         ),
-        out.decode(errors="replace"),
+        text,
     )
 
 

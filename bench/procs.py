@@ -138,6 +138,8 @@ class Child:
         return self.usage
 
     def _reap(self, timeout: float) -> bool:
+        # ru_maxrss is kept for completeness only: it includes the harness's memory the
+        # child inherited before exec; `Sampler.high_water` is the child's own peak.
         proc = self._proc
         assert proc is not None
         deadline = time.monotonic() + timeout
@@ -170,6 +172,18 @@ class Child:
         return "\n".join(text.splitlines()[-lines:])
 
 
+def high_water_rss(pid: int) -> int:
+    """A process's peak resident set since its exec (`VmHWM`), in bytes; 0 if gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text(errors="replace")
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 class Sampler:
     """Samples one process's RSS and CPU time in a thread, at a fixed interval.
 
@@ -181,6 +195,7 @@ class Sampler:
         self.process = psutil.Process(pid)
         self.interval = interval
         self.rss: list[tuple[float, float]] = []
+        self.high_water: float = 0.0  # VmHWM: peak RSS since exec, as the kernel saw it
         self.cpu: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"sampler-{pid}", daemon=True)
@@ -211,6 +226,7 @@ class Sampler:
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             return None
         now = time.time()
+        self.high_water = max(self.high_water, float(high_water_rss(self.process.pid)))
         cpu = float(times.user + times.system)
         self.rss.append((now, rss))
         self.cpu.append((now, cpu))

@@ -99,10 +99,22 @@ class SimProcess:
 
     # Control API -------------------------------------------------------------------------
 
-    def build(self, *, nodes: int, pods: int, namespaces: int) -> Any:
+    def build(self, *, nodes: int, pods: int, namespaces: Sequence[str]) -> Any:
         return self.http.json(
-            "POST", "/_sim/scenario", {"nodes": nodes, "pods": pods, "namespaces": namespaces}
+            "POST",
+            "/_sim/scenario",
+            {"nodes": nodes, "pods": pods, "namespaces": list(namespaces)},
         )
+
+    def create_pod(self, obj: dict[str, Any]) -> Any:
+        """Write a pod straight into the store, status included (as a kubelet would leave it)."""
+        return self.http.json("POST", "/_sim/store/create", {"resource": "pods", "object": obj})
+
+    def deleted_count(self) -> int:
+        return int(self.stats()["deleted"])
+
+    def open_watches(self) -> int:
+        return int(self.stats()["watches"])
 
     def node_names(self) -> list[str]:
         listing = self.http.json("GET", "/api/v1/nodes")
@@ -211,3 +223,150 @@ class ZombiedProcess:
         if not self.child.alive():
             raise RuntimeError(f"zombied exited:\n{self.child.tail()}")
         return self.http.ok("/readyz")
+
+
+def decoy_pods(namespaces: Sequence[str], *, node: str, now: str) -> list[dict[str, Any]]:
+    """Terminal pods that are not node-shutdown zombies, which no reaper should delete.
+
+    A Job's pod that failed on its own (kept for its logs), pods evicted for node
+    pressure (the `evicted` rule is off by default) and a zombie whose owner opted out
+    with `zombied.io/keep`. The CronJob's phase filter matches every one of them.
+    """
+    pods: list[dict[str, Any]] = []
+
+    def make(
+        name: str, namespace: str, *, reason: str, message: str, owner: tuple[str, str] | None
+    ) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"decoy": "1"}}
+        if owner is not None:
+            metadata["ownerReferences"] = [
+                {
+                    "apiVersion": "batch/v1" if owner[0] == "Job" else "apps/v1",
+                    "kind": owner[0],
+                    "name": owner[1],
+                    "uid": f"owner-{owner[1]}",
+                    "controller": True,
+                }
+            ]
+        status: dict[str, Any] = {
+            "phase": "Failed",
+            "message": message,
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": "busybox",
+                    "imageID": "",
+                    "state": {
+                        "terminated": {
+                            "exitCode": 1 if reason != "Evicted" else 137,
+                            "reason": "Error",
+                            "startedAt": now,
+                            "finishedAt": now,
+                        }
+                    },
+                }
+            ],
+        }
+        if reason:
+            status["reason"] = reason
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata,
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]},
+            "status": status,
+        }
+
+    for index in range(10):
+        namespace = namespaces[index % len(namespaces)]
+        pods.append(
+            make(
+                f"report-{index}-failed",
+                namespace,
+                reason="",
+                message="",
+                owner=("Job", f"report-{index}"),
+            )
+        )
+    for index in range(5):
+        namespace = namespaces[index % len(namespaces)]
+        pods.append(
+            make(
+                f"cache-{index}-evicted",
+                namespace,
+                reason="Evicted",
+                message="The node was low on resource: memory.",
+                owner=("ReplicaSet", f"cache-{index}"),
+            )
+        )
+    for index in range(2):
+        pod = make(
+            f"keep-{index}",
+            namespaces[0],
+            reason="Terminated",
+            message="Pod was terminated in response to imminent node shutdown.",
+            owner=None,
+        )
+        pod["metadata"]["annotations"] = {"zombied.io/keep": "true"}
+        pods.append(pod)
+    return pods
+
+
+class KubectlProxy:
+    """`bench/authproxy.py` in front of the simulator, and a kubeconfig for kubectl.
+
+    kubectl sends no credentials over plain HTTP, so it talks to this proxy, which adds
+    the admin token; the kubeconfig it gets has the proxy as server and no user.
+    """
+
+    def __init__(self, sim: SimProcess, workdir: Path, *, name: str = "authproxy") -> None:
+        self.port = free_port()
+        self.token_file = workdir / f"{name}.token"
+        self.kubeconfig = workdir / f"{name}.kubeconfig"
+        self.sim = sim
+        self.child = Child(
+            name,
+            [
+                sys.executable,
+                str(REPO / "bench" / "authproxy.py"),
+                "--port",
+                str(self.port),
+                "--upstream",
+                sim.url,
+                "--token-file",
+                str(self.token_file),
+            ],
+            log_path=workdir / f"{name}.log",
+        )
+
+    def __enter__(self) -> KubectlProxy:
+        self.token_file.write_text(self.sim.token)
+        self.token_file.chmod(0o600)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sim", "cluster": {"server": f"http://{LOOPBACK}:{self.port}"}}],
+            "users": [{"name": "anonymous", "user": {}}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "anonymous"}}],
+            "current-context": "sim",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        self.child.__enter__()
+        probe = Http(f"http://{LOOPBACK}:{self.port}", timeout=2.0)
+        try:
+            if not wait_for(lambda: probe.ok("/version"), timeout=30):
+                raise RuntimeError(f"the kubectl proxy did not start:\n{self.child.tail()}")
+        except BaseException:
+            self.child.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.child.stop()

@@ -39,7 +39,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
     if external:
         yield Server(Path(external), None)
         return
-    async with Simulator(bookmark_interval=0.2) as sim:
+    async with Simulator(bookmark_interval=0.2, tls=True) as sim:
         yield Server(sim.write_kubeconfig(tmp_path / "kubeconfig"), sim)
 
 
@@ -101,7 +101,7 @@ async def make_pod(
     resp = await core.create_namespaced_pod(
         namespace, pod_manifest(name, **spec), _preload_content=False
     )
-    obj: dict[str, Any] = json.loads(await resp.read())
+    obj = await checked(resp)
     if phase is not None:
         obj = await set_phase(core, namespace, name, phase)
     return obj
@@ -116,8 +116,7 @@ async def set_phase(
     resp = await core.patch_namespaced_pod_status(
         name, namespace, {"status": status}, _preload_content=False
     )
-    result: dict[str, Any] = json.loads(await resp.read())
-    return result
+    return await checked(resp)
 
 
 async def raw(
@@ -149,6 +148,17 @@ async def raw(
     except ApiException as exc:
         data = exc.body if isinstance(exc.body, bytes) else (exc.body or "").encode()
         return int(exc.status), data
+
+
+async def checked(resp: Any) -> dict[str, Any]:
+    """The JSON body of a ``_preload_content=False`` answer, raising ApiException on 4xx/5xx."""
+    data = await resp.read()
+    if resp.status >= 400:
+        exc = ApiException(status=resp.status, reason=resp.reason)
+        exc.body = data
+        raise exc
+    result: dict[str, Any] = json.loads(data)
+    return result
 
 
 def status_of(exc: ApiException) -> dict[str, Any]:

@@ -11,14 +11,13 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.contract.conftest import make_pod, set_phase, status_of, watch_lines
+from tests.contract.conftest import checked, make_pod, set_phase, status_of, watch_lines
 from tests.helpers import eventually
 
 
 async def list_raw(core: client.CoreV1Api, namespace: str, **kw: Any) -> dict[str, Any]:
     resp = await core.list_namespaced_pod(namespace, _preload_content=False, **kw)
-    data: dict[str, Any] = json.loads(await resp.read())
-    return data
+    return await checked(resp)
 
 
 def names(events: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -11,13 +11,18 @@ daemon's modules, and the daemon never imports it.
 from __future__ import annotations
 
 import asyncio
+import base64
+import ipaddress
 import os
+import shutil
+import ssl
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+import anyio
 import yaml
 from aiohttp import web
 
@@ -28,7 +33,7 @@ from zombied.sim.server import ApiServer
 from zombied.sim.store import DeletedRecord, Store
 
 if TYPE_CHECKING:
-    from zombied.sim.scenario import Cluster  # type: ignore[import-not-found,unused-ignore]
+    from zombied.sim.scenario import Cluster
 
 __all__ = ["DeletedRecord", "PolicyRule", "RequestLog", "RequestRecord", "Simulator", "Store"]
 
@@ -51,8 +56,12 @@ class Simulator:
         bookmark_interval: float = 1.0,
         rbac_files: Iterable[str | os.PathLike[str]] = (),
         seed: int = 0,
+        tls: bool = False,
     ) -> None:
         self.host = host
+        self.tls = tls
+        self._ssl: ssl.SSLContext | None = None
+        self.ca_pem: bytes | None = None
         self.port = port
         self.seed = seed
         self.store = Store(history_window=history_window, seed=seed)
@@ -83,6 +92,9 @@ class Simulator:
         for path in self._rbac_files:
             self.add_rbac_file(path)
         self.store.on_graceful = self._schedule_finish
+        self.store.on_deleted = self._deleted
+        if self.tls:
+            self._ssl, self.ca_pem = await _self_signed(self.host)
         runner = web.AppRunner(
             self.server.app, handle_signals=False, access_log=None, shutdown_timeout=1.0
         )
@@ -98,7 +110,9 @@ class Simulator:
 
     async def _start_site(self) -> None:
         assert self._runner is not None
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(
+            self._runner, self.host, self.port, reuse_address=True, ssl_context=self._ssl
+        )
         await site.start()
         self._site = site
         server = site._server
@@ -112,6 +126,7 @@ class Simulator:
         tb: TracebackType | None,
     ) -> None:
         self.store.on_graceful = None
+        self.store.on_deleted = None
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
@@ -142,7 +157,8 @@ class Simulator:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     @property
     def deleted(self) -> list[DeletedRecord]:
@@ -153,9 +169,7 @@ class Simulator:
         if self._cluster is None:
             import random  # noqa: PLC0415
 
-            from zombied.sim.scenario import (  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-                Cluster,
-            )
+            from zombied.sim.scenario import Cluster  # noqa: PLC0415
 
             self._cluster = Cluster(self.store, random.Random(self.seed))
         return self._cluster
@@ -175,10 +189,13 @@ class Simulator:
     ) -> dict[str, Any]:
         """A kubeconfig document; ``contexts`` adds more contexts (name -> token)."""
         all_contexts = {context: token or self.admin_token, **contexts}
+        cluster: dict[str, str] = {"server": self.url}
+        if self.ca_pem is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(self.ca_pem).decode()
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "sim", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "sim", "cluster": cluster}],
             "users": [{"name": name, "user": {"token": tok}} for name, tok in all_contexts.items()],
             "contexts": [
                 {"name": name, "context": {"cluster": "sim", "user": name, "namespace": "default"}}
@@ -213,6 +230,11 @@ class Simulator:
 
     # --------------------------------------------------------------- timers
 
+    def _deleted(self, resource: str, namespace: str, name: str) -> None:
+        # The StatefulSet controller recreates a pod's name once the old pod is gone.
+        if resource == "pods" and self._cluster is not None:
+            self._cluster.pod_deleted(namespace, name)
+
     def _schedule_finish(self, namespace: str, name: str, uid: str, delay: float) -> None:
         loop = asyncio.get_running_loop()
 
@@ -222,3 +244,45 @@ class Simulator:
 
         handle = loop.call_later(delay, fire)
         self._timers.add(handle)
+
+
+async def _self_signed(host: str) -> tuple[ssl.SSLContext, bytes]:
+    """A throw-away certificate for ``host`` (kubectl only sends tokens over TLS)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RuntimeError("tls=True needs the openssl command to make a certificate")
+    names = ["IP:127.0.0.1", "DNS:localhost"]
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        names.append(f"DNS:{host}")
+    else:
+        if host not in ("127.0.0.1", "0.0.0.0", "::"):  # noqa: S104 - a name, not a bind
+            names.append(f"IP:{host}")
+    with tempfile.TemporaryDirectory(prefix="zombied-sim-tls-") as tmp:
+        cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
+        await anyio.run_process(
+            [
+                openssl,
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+                "-days",
+                "30",
+                "-subj",
+                "/CN=zombied-sim",
+                "-addext",
+                "subjectAltName=" + ",".join(names),
+            ]
+        )
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+        return context, cert.read_bytes()

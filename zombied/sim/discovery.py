@@ -221,3 +221,90 @@ def table(
         ],
         "rows": rows,
     }
+
+
+# -------------------------------------------------------------------- openapi
+
+
+def _gv_path(group: str, version: str) -> str:
+    return f"api/{version}" if not group else f"apis/{group}/{version}"
+
+
+def openapi_v3_index() -> JSONDict:
+    """``/openapi/v3``: where each group-version's document lives."""
+    gvs = sorted({(rt.group, rt.version) for rt in RESOURCES.values()})
+    return {
+        "paths": {
+            _gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash=sim"}
+            for g, v in gvs
+        }
+    }
+
+
+_QUERY_PARAMS = ("dryRun", "fieldManager", "fieldValidation")
+
+
+def _operation(rt: ResourceType, action: str, *, body_types: tuple[str, ...] = ()) -> JSONDict:
+    op: JSONDict = {
+        "operationId": f"{action}{rt.kind}",
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": {
+            "group": rt.group,
+            "version": rt.version,
+            "kind": rt.kind,
+        },
+        "parameters": [
+            {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+            for name in _QUERY_PARAMS
+        ],
+        "responses": {"200": {"description": "OK"}},
+    }
+    if body_types:
+        op["requestBody"] = {
+            "content": {t: {"schema": {"type": "object"}} for t in body_types},
+            "required": True,
+        }
+    return op
+
+
+def openapi_v3_document(group: str, version: str) -> JSONDict | None:
+    """A minimal OpenAPI v3 document: enough for kubectl to use server-side validation.
+
+    Strategic merge is deliberately not advertised in PATCH bodies, so kubectl
+    builds apply patches from its compiled-in types, which know every merge key.
+    """
+    served = [rt for rt in RESOURCES.values() if rt.group == group and rt.version == version]
+    if not served:
+        return None
+    prefix = "/" + _gv_path(group, version)
+    paths: JSONDict = {}
+    for rt in served:
+        base = (
+            f"{prefix}/namespaces/{{namespace}}/{rt.name}"
+            if rt.namespaced
+            else (f"{prefix}/{rt.name}")
+        )
+        paths[base] = {
+            "get": _operation(rt, "list"),
+            "post": _operation(rt, "post", body_types=("application/json",)),
+        }
+        paths[base + "/{name}"] = {
+            "get": _operation(rt, "get"),
+            "put": _operation(rt, "put", body_types=("application/json",)),
+            "patch": _operation(
+                rt,
+                "patch",
+                body_types=(
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/apply-patch+yaml",
+                ),
+            ),
+            "delete": _operation(rt, "delete"),
+        }
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }

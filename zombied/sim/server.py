@@ -234,6 +234,18 @@ class ApiServer:
             body = discovery.api_group(parts[1])
             if body is None:
                 raise path_not_found()
+        elif parts == ["openapi", "v3"]:
+            body = discovery.openapi_v3_index()
+        elif len(parts) >= 3 and parts[:2] == ["openapi", "v3"]:
+            gv = parts[2:]
+            doc = None
+            if gv[0] == "api" and len(gv) == 2:
+                doc = discovery.openapi_v3_document("", gv[1])
+            elif gv[0] == "apis" and len(gv) == 3:
+                doc = discovery.openapi_v3_document(gv[1], gv[2])
+            if doc is None:
+                raise path_not_found()
+            body = doc
         elif len(parts) == 3 and parts[0] == "apis":
             body = discovery.resource_list(parts[1], parts[2])
             if body is None:

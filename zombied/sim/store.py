@@ -282,6 +282,8 @@ class Store:
         self.deleted: list[DeletedRecord] = []
         #: Called with (namespace, name, uid, delay) when a pod starts graceful deletion.
         self.on_graceful: Callable[[str, str, str, float], None] | None = None
+        #: Called with (resource, namespace, name) after an object is gone.
+        self.on_deleted: Callable[[str, str, str], None] | None = None
         for ns in DEFAULT_NAMESPACES:
             self.create("namespaces", {"metadata": {"name": ns}})
 
@@ -544,7 +546,10 @@ class Store:
         self._remove("pods", (namespace, name), current)
 
     def _remove(self, resource: str, key: Key, current: Stored) -> JSONDict:
-        return self._commit(resource, key, "DELETED", current.copy(), current).copy()
+        result = self._commit(resource, key, "DELETED", current.copy(), current).copy()
+        if self.on_deleted is not None:
+            self.on_deleted(resource, key[0], key[1])
+        return result
 
     def _purge_namespace(self, namespace: str) -> None:
         for resource, rt in RESOURCES.items():

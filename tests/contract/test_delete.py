@@ -1,0 +1,144 @@
+"""A Kubernetes API server deletes pods with preconditions, dry run and grace periods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from tests.contract.conftest import checked, make_pod, set_phase, status_of
+from tests.helpers import eventually
+
+
+async def exists(core: client.CoreV1Api, namespace: str, name: str) -> bool:
+    try:
+        await core.read_namespaced_pod(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+async def delete_raw(
+    core: client.CoreV1Api, namespace: str, name: str, **kw: Any
+) -> dict[str, Any]:
+    resp = await core.delete_namespaced_pod(name, namespace, _preload_content=False, **kw)
+    return await checked(resp)
+
+
+async def test_failed_pod_is_deleted_at_once(core: client.CoreV1Api, namespace: str) -> None:
+    pod = await make_pod(core, namespace, "dead", phase="Failed")
+    body = await delete_raw(
+        core, namespace, "dead", body={"preconditions": {"uid": pod["metadata"]["uid"]}}
+    )
+    assert body["kind"] == "Pod"
+    assert body["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert not await exists(core, namespace, "dead")
+
+
+async def test_unscheduled_pod_is_deleted_at_once(core: client.CoreV1Api, namespace: str) -> None:
+    await make_pod(core, namespace, "pending")
+    await core.delete_namespaced_pod("pending", namespace)
+    assert not await exists(core, namespace, "pending")
+
+
+async def test_uid_precondition_mismatch_is_a_conflict(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    pod = await make_pod(core, namespace, "web-0", phase="Failed")
+    wrong = "00000000-0000-4000-8000-000000000000"
+    with pytest.raises(ApiException) as info:
+        await core.delete_namespaced_pod("web-0", namespace, body={"preconditions": {"uid": wrong}})
+    assert info.value.status == 409
+    status = status_of(info.value)
+    assert status["reason"] == "Conflict"
+    assert wrong in status["message"]
+    assert pod["metadata"]["uid"] in status["message"]
+    assert status["details"]["name"] == "web-0"
+    assert await exists(core, namespace, "web-0")
+
+
+async def test_resource_version_precondition_mismatch_is_a_conflict(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    pod = await make_pod(core, namespace, "p", phase="Failed")
+    old_rv = pod["metadata"]["resourceVersion"]
+    await core.patch_namespaced_pod("p", namespace, {"metadata": {"labels": {"x": "y"}}})
+    with pytest.raises(ApiException) as info:
+        await core.delete_namespaced_pod(
+            "p", namespace, body={"preconditions": {"resourceVersion": old_rv}}
+        )
+    assert info.value.status == 409
+    assert status_of(info.value)["reason"] == "Conflict"
+
+
+async def test_missing_pod_is_not_found(core: client.CoreV1Api, namespace: str) -> None:
+    with pytest.raises(ApiException) as info:
+        await core.delete_namespaced_pod("ghost", namespace)
+    assert info.value.status == 404
+    status = status_of(info.value)
+    assert status["reason"] == "NotFound"
+    assert status["message"] == 'pods "ghost" not found'
+    assert status["details"] == {"name": "ghost", "kind": "pods"}
+
+
+async def test_dry_run_deletes_nothing(core: client.CoreV1Api, namespace: str) -> None:
+    await make_pod(core, namespace, "keep", phase="Failed")
+    body = await delete_raw(core, namespace, "keep", dry_run="All")
+    assert body["metadata"]["name"] == "keep"
+    assert await exists(core, namespace, "keep")
+
+
+async def test_invalid_dry_run_value_is_rejected(core: client.CoreV1Api, namespace: str) -> None:
+    await make_pod(core, namespace, "keep", phase="Failed")
+    with pytest.raises(ApiException) as info:
+        await core.delete_namespaced_pod("keep", namespace, dry_run="Sometimes")
+    assert info.value.status in (400, 422)
+    assert await exists(core, namespace, "keep")
+
+
+async def test_propagation_policy_and_options_in_body_are_accepted(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    await make_pod(core, namespace, "bg", phase="Succeeded")
+    await core.delete_namespaced_pod(
+        "bg", namespace, body={"propagationPolicy": "Background", "gracePeriodSeconds": 0}
+    )
+    assert not await exists(core, namespace, "bg")
+
+
+async def test_running_scheduled_pod_gets_deletion_timestamp(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    await make_pod(core, namespace, "busy", phase="Running", nodeName="node-that-runs-it")
+    body = await delete_raw(core, namespace, "busy", grace_period_seconds=30)
+    assert body["metadata"].get("deletionTimestamp")
+    assert body["metadata"]["deletionGracePeriodSeconds"] == 30
+    pod = await core.read_namespaced_pod("busy", namespace)
+    assert pod.metadata.deletion_timestamp is not None
+    # Without a kubelet nobody confirms; force it so the namespace can go.
+    await core.delete_namespaced_pod("busy", namespace, grace_period_seconds=0)
+    await eventually(lambda: _gone(core, namespace, "busy"))
+
+
+async def _gone(core: client.CoreV1Api, namespace: str, name: str) -> bool:
+    return not await exists(core, namespace, name)
+
+
+async def test_deleting_a_replaced_pod_by_old_uid_leaves_the_replacement(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    old = await make_pod(core, namespace, "web-0", phase="Failed")
+    await core.delete_namespaced_pod("web-0", namespace)
+    new = await make_pod(core, namespace, "web-0")
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    with pytest.raises(ApiException) as info:
+        await core.delete_namespaced_pod(
+            "web-0", namespace, body={"preconditions": {"uid": old["metadata"]["uid"]}}
+        )
+    assert info.value.status == 409
+    assert await exists(core, namespace, "web-0")
+    await set_phase(core, namespace, "web-0", "Failed")

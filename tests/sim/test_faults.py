@@ -1,0 +1,226 @@
+"""Fault programme of the simulated API server: errors, latency, cuts, spec parsing."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+import pytest
+from zombied.sim.faults import DEFAULT_RETRY_AFTER, Decision, FaultError, Faults
+
+
+def test_no_rules_never_interfere() -> None:
+    faults = Faults()
+    assert faults.on_request("delete", "pods") == Decision(0.0, None)
+    assert faults.on_watch_event() is False
+
+
+def test_error_for_matching_verb_and_resource_only() -> None:
+    faults = Faults()
+    faults.add_error(verb="delete", resource="pods", status=503)
+    assert faults.on_request("delete", "pods").error == FaultError(503, None)
+    assert faults.on_request("list", "pods").error is None
+    assert faults.on_request("delete", "events").error is None
+
+
+def test_fraction_is_deterministic_with_a_seed() -> None:
+    def run(seed: int) -> list[bool]:
+        faults = Faults(seed=seed)
+        faults.add_error("delete", "pods", status=500, fraction=0.2)
+        return [faults.on_request("delete", "pods").error is not None for _ in range(1000)]
+
+    first = run(7)
+    assert first == run(7)
+    assert first != run(8)
+    assert 150 < sum(first) < 250  # fixed by the seed, not by luck
+
+
+def test_count_limits_the_errors_and_retires_the_rule() -> None:
+    faults = Faults()
+    rule = faults.add_error(resource="pods", status=429, count=2)
+    answers = [faults.on_request("list", "pods").error for _ in range(4)]
+    assert answers == [FaultError(429, DEFAULT_RETRY_AFTER)] * 2 + [None, None]
+    assert rule.fired == 2
+    assert faults.rules == ()
+
+
+def test_retry_after_is_passed_through() -> None:
+    faults = Faults()
+    faults.add_error(status=429, retry_after=3)
+    faults.add_error(status=500)  # shadowed: the first firing rule wins
+    assert faults.on_request("get", "leases").error == FaultError(429, 3)
+
+
+def test_latency_adds_up_and_combines_with_errors() -> None:
+    faults = Faults()
+    faults.add_latency("list", "pods", 0.05)
+    faults.add_latency(seconds=0.01)
+    faults.add_error("list", status=502)
+    decision = faults.on_request("list", "pods")
+    assert decision.delay == pytest.approx(0.06)
+    assert decision.error == FaultError(502, None)
+    assert faults.on_request("watch", "pods") == Decision(pytest.approx(0.01), None)
+
+
+def test_remove_and_clear() -> None:
+    faults = Faults()
+    rule = faults.add_error()
+    faults.add_latency(seconds=1)
+    faults.remove(rule)
+    faults.remove(rule)
+    assert faults.on_request("get", "pods") == Decision(1.0, None)
+    faults.cut_watches_after(1)
+    faults.clear()
+    assert faults.on_request("get", "pods") == Decision()
+    assert faults.on_watch_event() is False
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"status": 200},
+        {"fraction": 1.5},
+        {"count": 0},
+        {"retry_after": -1},
+    ],
+)
+def test_add_error_validates(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        Faults().add_error(**bad)  # type: ignore[arg-type]
+
+
+def test_cut_after_n_events() -> None:
+    faults = Faults()
+    faults.cut_watches_after(3)
+    assert [faults.on_watch_event() for _ in range(5)] == [False, False, True, False, False]
+    assert faults.cut_generation == 1
+
+
+def test_cut_after_n_events_repeating() -> None:
+    faults = Faults()
+    faults.cut_watches_after(2, repeat=True)
+    assert [faults.on_watch_event() for _ in range(6)] == [False, True] * 3
+    assert faults.cut_generation == 3
+
+
+async def test_wait_cut_returns_at_once_for_an_older_generation() -> None:
+    faults = Faults()
+    faults.cut_watches()
+    assert await faults.wait_cut(0) == 1
+
+
+async def test_wait_cut_wakes_on_cut_now() -> None:
+    faults = Faults()
+    seen: list[int] = []
+
+    async def watcher() -> None:
+        seen.append(await faults.wait_cut(faults.cut_generation))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher)
+        tg.start_soon(watcher)
+        await anyio.wait_all_tasks_blocked()
+        assert seen == []
+        faults.cut_watches()
+    assert seen == [1, 1]
+
+
+@pytest.mark.looptime
+async def test_cut_every_period_on_loop_time() -> None:
+    faults = Faults()
+    start = anyio.current_time()
+    faults.cut_watches_every(5)
+    generations: list[int] = []
+
+    async def watcher() -> None:
+        generations.append(await faults.wait_cut(0))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher)
+        tg.start_soon(watcher)
+    assert generations == [1, 1]
+    assert anyio.current_time() - start == pytest.approx(5)
+    assert await faults.wait_cut(1) == 2
+    assert anyio.current_time() - start == pytest.approx(10)
+
+
+@pytest.mark.looptime
+async def test_cut_every_takes_effect_for_blocked_waiters() -> None:
+    faults = Faults()
+    start = anyio.current_time()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(faults.wait_cut, 0)
+        await anyio.wait_all_tasks_blocked()
+        faults.cut_watches_every(2)
+    assert anyio.current_time() - start == pytest.approx(2)
+    faults.cut_watches_every(None)
+    with anyio.move_on_after(100):
+        await faults.wait_cut(1)
+    assert faults.cut_generation == 1
+
+
+def test_from_spec_error_and_latency() -> None:
+    faults = Faults.from_spec(
+        "error:verb=delete,resource=pods,status=503,fraction=0.2,retry_after=1,count=4;"
+        " latency:verb=list,seconds=0.05"
+    )
+    error, latency = faults.rules
+    assert (error.kind, error.verb, error.resource, error.status) == (
+        "error",
+        "delete",
+        "pods",
+        503,
+    )
+    assert (error.fraction, error.retry_after, error.remaining) == (0.2, 1.0, 4)
+    assert (latency.kind, latency.verb, latency.resource, latency.seconds) == (
+        "latency",
+        "list",
+        "*",
+        0.05,
+    )
+
+
+def test_from_spec_cuts() -> None:
+    faults = Faults.from_spec("cut-after:2")
+    assert [faults.on_watch_event() for _ in range(3)] == [False, True, False]
+    faults = Faults.from_spec("cut-after:1,repeat;cut-now")
+    assert faults.cut_generation == 1
+    assert faults.on_watch_event() is True
+    assert faults.on_watch_event() is True
+    assert Faults.from_spec("cut-every:5").rules == ()
+
+
+def test_apply_spec_returns_the_rule() -> None:
+    faults = Faults()
+    rule = faults.apply_spec("error:status=429")
+    assert rule is not None
+    assert rule.retry_after == DEFAULT_RETRY_AFTER
+    assert faults.apply_spec("cut-every:0.5") is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("boom:x=1", "unknown kind 'boom'"),
+        ("error:status=abc", "status must be an integer, got 'abc'"),
+        ("error:status=200", "status must be an HTTP error code"),
+        ("error:fraction=2", "fraction must be between 0 and 1"),
+        ("error:fraction=nan", "fraction must be finite"),
+        ("error:seconds=1", "unknown option 'seconds' for error"),
+        ("error:verb", "expected key=value, got 'verb'"),
+        ("error:verb=get,verb=list", "option 'verb' given twice"),
+        ("latency:verb=list", "latency needs seconds="),
+        ("latency:seconds=-1", "seconds must be >= 0"),
+        ("cut-every:", "seconds must be a number"),
+        ("cut-every:0", "seconds must be > 0"),
+        ("cut-after:x", "events must be an integer"),
+        ("cut-after:0", "n_events must be >= 1"),
+        ("cut-after:3,sometimes", "unknown flag 'sometimes'"),
+        ("cut-now:1", "cut-now takes no arguments"),
+    ],
+)
+def test_bad_specs_are_one_line_value_errors(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=r"^bad fault spec ") as info:
+        Faults.from_spec(spec)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)

@@ -1,0 +1,141 @@
+"""The simulator's store: resourceVersions, history window, compaction, graceful deletion."""
+
+from __future__ import annotations
+
+import pytest
+from zombied.sim import Simulator
+from zombied.sim.status import ApiError
+from zombied.sim.store import Store
+
+from tests.helpers import eventually
+
+
+def pod(name: str, namespace: str = "ns", **status: str) -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+        "status": dict(status),
+    }
+
+
+def test_every_write_bumps_one_global_resource_version() -> None:
+    store = Store()
+    start = store.resource_version
+    created = store.create("pods", pod("a"))
+    assert int(created["metadata"]["resourceVersion"]) == store.resource_version
+    store.create("leases", {"metadata": {"name": "l", "namespace": "ns"}})
+    updated = store.update("pods", {**created, "status": {"phase": "Failed"}})
+    assert int(updated["metadata"]["resourceVersion"]) == store.resource_version
+    # a pod, a namespace created on the fly, a lease, an update
+    assert store.resource_version == start + 4
+
+
+def test_objects_are_copied_in_and_out() -> None:
+    store = Store()
+    obj = pod("a")
+    created = store.create("pods", obj)
+    created["metadata"]["name"] = "changed"
+    obj["metadata"]["name"] = "changed"
+    got = store.get("pods", "ns", "a")
+    assert got is not None
+    got["status"]["phase"] = "Mutated"
+    again = store.get("pods", "ns", "a")
+    assert again is not None
+    assert again["metadata"]["name"] == "a"
+    assert again["status"]["phase"] == "Pending"
+
+
+def test_stale_update_conflicts_and_no_op_update_keeps_version() -> None:
+    store = Store()
+    first = store.create("pods", pod("a"))
+    same = store.update("pods", first)
+    assert same["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    store.update("pods", {**first, "status": {"phase": "Running"}})
+    with pytest.raises(ApiError) as info:
+        store.update("pods", {**first, "status": {"phase": "Failed"}})
+    assert info.value.code == 409
+    forced = store.update("pods", {**first, "status": {"phase": "Failed"}}, check_rv=False)
+    assert forced["status"]["phase"] == "Failed"
+
+
+def test_history_window_expires_old_versions() -> None:
+    store = Store(history_window=5)
+    first = store.create("pods", pod("a"))
+    rv = int(first["metadata"]["resourceVersion"])
+    store.check_watch_start(rv)
+    for i in range(6):
+        store.create("pods", pod(f"p{i}"))
+    with pytest.raises(ApiError) as info:
+        store.check_watch_start(rv)
+    assert info.value.code == 410
+    assert info.value.reason == "Expired"
+    assert info.value.message == f"too old resource version: {rv} ({store.oldest_resource_version})"
+    store.check_watch_start(store.oldest_resource_version)
+
+
+def test_compact_expires_everything_before_now() -> None:
+    store = Store()
+    store.create("pods", pod("a"))
+    rv = store.resource_version
+    store.compact()
+    store.check_watch_start(rv)
+    with pytest.raises(ApiError):
+        store.check_watch_start(rv - 1)
+
+
+def test_list_page_as_of_an_older_version_reverts_later_writes() -> None:
+    store = Store()
+    store.create("pods", pod("a"))
+    store.create("pods", pod("b"))
+    rv = store.resource_version
+    store.delete("pods", "ns", "a")
+    store.create("pods", pod("c"))
+    store.update("pods", {**pod("b"), "status": {"phase": "Failed"}}, check_rv=False)
+    page = store.list_page("pods", "ns", None, at_rv=rv)
+    assert [s.obj["metadata"]["name"] for s in page.items] == ["a", "b"]
+    assert page.items[1].obj["status"]["phase"] == "Pending"
+    assert page.rv == rv
+
+
+def test_delete_records_the_pod_and_honours_preconditions() -> None:
+    store = Store()
+    created = store.create("pods", pod("a", phase="Failed"))
+    with pytest.raises(ApiError) as info:
+        store.delete("pods", "ns", "a", uid="other")
+    assert info.value.code == 409
+    store.delete("pods", "ns", "a", dry_run=True, user="me")
+    assert store.get("pods", "ns", "a") is not None
+    store.delete("pods", "ns", "a", uid=created["metadata"]["uid"], user="me")
+    assert store.get("pods", "ns", "a") is None
+    assert [(r.obj["metadata"]["uid"], r.dry_run, r.user) for r in store.deleted] == [
+        (created["metadata"]["uid"], True, "me"),
+        (created["metadata"]["uid"], False, "me"),
+    ]
+    with pytest.raises(ApiError) as missing:
+        store.delete("pods", "ns", "a")
+    assert missing.value.code == 404
+
+
+async def test_running_pod_vanishes_after_its_grace_period(sim: Simulator) -> None:
+    sim.store.create("pods", {**pod("busy", phase="Running"), "spec": {"nodeName": "n1"}})
+    deleting = sim.store.delete("pods", "ns", "busy", grace_period=1)
+    assert deleting["metadata"]["deletionTimestamp"]
+    assert sim.store.get("pods", "ns", "busy") is not None
+    await eventually(lambda: sim.store.get("pods", "ns", "busy") is None, timeout=5)
+
+
+async def test_shorter_second_delete_or_zero_grace_removes_at_once(sim: Simulator) -> None:
+    sim.store.create("pods", {**pod("busy", phase="Running"), "spec": {"nodeName": "n1"}})
+    sim.store.delete("pods", "ns", "busy", grace_period=300)
+    sim.store.delete("pods", "ns", "busy", grace_period=0)
+    assert sim.store.get("pods", "ns", "busy") is None
+
+
+def test_namespace_delete_removes_its_objects() -> None:
+    store = Store()
+    store.create("pods", pod("a"))
+    store.create("leases", {"metadata": {"name": "l", "namespace": "ns"}})
+    store.delete("namespaces", "", "ns")
+    assert store.list("pods") == []
+    assert store.list("leases") == []
+    assert store.get("namespaces", "", "ns") is None

@@ -346,7 +346,8 @@ class LeaseElector:
             self._became_leader = anyio.Event()
             if self._on_change is not None:
                 self._on_change(False)
-        with anyio.move_on_after(max(2 * self.request_timeout, 1.0)) as scope:
+        timeout = max(2 * self.request_timeout, 1.0)
+        with anyio.move_on_after(timeout) as scope:
             async with self._lock:
                 for _ in range(3):
                     lease = self._lease if was_leading else None
@@ -366,7 +367,7 @@ class LeaseElector:
                     self._log.info("leader.released", reason=reason)
                     return
         if scope.cancelled_caught:
-            self._log.warning("leader.release_timeout", timeout_s=scope.deadline)
+            self._log.warning("leader.release_timeout", timeout_s=round(timeout, 3))
 
     # -- HTTP -----------------------------------------------------------------------
 

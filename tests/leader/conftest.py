@@ -25,7 +25,7 @@ from zombied.leader import LeaseElector
 
 from tests.helpers import eventually
 
-LEASE = "zombied-test"
+LEASE = "zombied"
 NAMESPACE = "default"
 #: Short durations for tests: lease 1.5 s (written as 2), deadline 1 s, retry 0.2 s.
 FAST = {"lease_duration": 1.5, "renew_deadline": 1.0, "retry_period": 0.2}
@@ -85,9 +85,12 @@ class Campaign:
         self.overlaps: list[tuple[float, list[str]]] = []
         self.seen: list[Seen] = []
 
+    async def open_api(self) -> ApiClient:
+        api: ApiClient = await self.stack.enter_async_context(open_api_client(str(self.kubeconfig)))
+        return api
+
     async def add(self, identity: str, **durations: float) -> Candidate:
-        api = await self.stack.enter_async_context(open_api_client(str(self.kubeconfig)))
-        return self.add_with(identity, api, **durations)
+        return self.add_with(identity, await self.open_api(), **durations)
 
     def add_with(self, identity: str, api: ApiClient, **durations: float) -> Candidate:
         settings = {**FAST, **durations}

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from structlog.testing import capture_logs
 from zombied.kube import open_api_client
 from zombied.sim.rbac import PolicyRule
 
-from tests.leader.conftest import NAMESPACE, Campaign, wait_for
+from tests.leader.conftest import LEASE, NAMESPACE, Campaign, wait_for
 
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
@@ -35,19 +36,68 @@ async def test_three_candidates_elect_exactly_one(campaign: Any) -> None:
         assert {seen.spec["leaseTransitions"] for seen in c.seen} == {0}
 
 
-async def test_simultaneous_start_loses_races_cleanly(campaign: Any, sim: Any) -> None:
+RELAXED = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 1.0}
+
+
+def _lease_requests(sim: Any, verb: str) -> list[Any]:
+    return [r for r in sim.requests if r.resource == "leases" and r.verb == verb]
+
+
+def _competitor(holder: str, lease_transitions: int = 0) -> dict[str, Any]:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": LEASE, "namespace": NAMESPACE},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 1,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": lease_transitions,
+        },
+    }
+
+
+async def test_create_racing_another_candidate_loses_cleanly(campaign: Any, sim: Any) -> None:
+    # The create is held back long enough for a competitor to create the lease first.
+    sim.faults.add_latency(verb="create", resource="leases", seconds=0.4)
     with capture_logs() as logs:
         async with campaign() as c:
-            for name in ("a", "b", "c", "d", "e"):
-                await c.add(name)
-            await c.wait_leader()
-            await c.wait_renewals(3)
-    lease_writes = [
-        r for r in sim.requests if r.resource == "leases" and r.verb in ("create", "update")
-    ]
-    assert any(r.status == 409 for r in lease_writes)
-    conflicts = [e for e in logs if e["event"] == "leader.conflict"]
-    assert conflicts
+            cand = await c.add("late", **RELAXED)
+            await wait_for(lambda: _lease_requests(sim, "get"), 2.0, "the 404 read")
+            sim.store.create("leases", _competitor("early"))
+            await wait_for(lambda: _lease_requests(sim, "create"), 2.0, "the create")
+            assert [r.status for r in _lease_requests(sim, "create")] == [409]
+            assert not cand.elector.is_leader
+            # The competitor never renews: its lease expires and the candidate takes over.
+            await c.wait_leader(within=5.0)
+            assert c.spec()["holderIdentity"] == "late"
+            assert c.spec()["leaseTransitions"] == 1
+    assert [e["op"] for e in logs if e["event"] == "leader.conflict"] == ["create"]
+    assert not [e for e in logs if e["log_level"] in ("error", "critical")]
+
+
+async def test_update_with_a_stale_resource_version_loses_cleanly(campaign: Any, sim: Any) -> None:
+    sim.store.create("leases", _competitor(""))  # released: free for the taking
+    sim.faults.add_latency(verb="update", resource="leases", seconds=0.4)
+    with capture_logs() as logs:
+        async with campaign() as c:
+            cand = await c.add("late", **RELAXED)
+            await wait_for(lambda: _lease_requests(sim, "get"), 2.0, "the read")
+            # Someone else takes the lease while our write (with the old version) waits.
+            lease = c.lease()
+            assert lease is not None
+            lease["spec"] = _competitor("early", lease_transitions=1)["spec"]
+            sim.store.update("leases", lease)
+            await wait_for(lambda: _lease_requests(sim, "update"), 2.0, "the update")
+            assert [r.status for r in _lease_requests(sim, "update")] == [409]
+            assert not cand.elector.is_leader
+            assert c.spec()["holderIdentity"] == "early"
+            await c.wait_leader(within=6.0)
+            assert c.spec()["holderIdentity"] == "late"
+            assert c.spec()["leaseTransitions"] == 2
+    assert [e["op"] for e in logs if e["event"] == "leader.conflict"] == ["update"]
     assert not [e for e in logs if e["log_level"] in ("error", "critical")]
 
 
@@ -183,9 +233,9 @@ async def test_failing_leader_steps_down_before_its_lease_expires(
                 rule = sim.faults.add_latency(
                     verb="update", resource="leases", seconds=fault["seconds"]
                 )
-            await wait_for(lambda: not leader.elector.is_leader, 3.0, "leader to step down")
+            await wait_for(lambda: not leader.changes[-1][1], 3.0, "leader to step down")
+            assert not leader.elector.is_leader
             lost_at = leader.changes[-1][0]
-            assert leader.changes[-1][1] is False
             duration = c.spec()["leaseDurationSeconds"]
             expires_for_standby = _last_seen_renewal(c, leader.identity) + duration
             assert lost_at < expires_for_standby
@@ -214,7 +264,8 @@ async def test_partitioned_leader_steps_down_before_a_standby_takes_over(
         await c.wait_renewals(2)
         # Only this replica loses the API server: nothing listens on port 9 here.
         leader.api.configuration.host = "http://127.0.0.1:9"
-        await wait_for(lambda: not leader.elector.is_leader, 3.0, "leader to step down")
+        await wait_for(lambda: not leader.changes[-1][1], 3.0, "leader to step down")
+        assert not leader.elector.is_leader
         lost_at = leader.changes[-1][0]
         successor = await c.wait_leader(within=5.0)
         assert successor is not leader
@@ -284,3 +335,25 @@ async def test_forbidden_names_the_missing_rule_once(
     assert forbidden[0]["missing_rule"] == (
         f"get/create/update leases in API group coordination.k8s.io in namespace {NAMESPACE}"
     )
+
+
+async def test_the_shipped_role_grants_everything_the_elector_does(
+    campaign: Any, sim: Any, tmp_path: Path
+) -> None:
+    shipped = Path(__file__).parents[2] / "manifests" / "base" / "leader-election-role.yaml"
+    docs = [d for d in yaml.safe_load_all(shipped.read_text()) if d and d["kind"] == "Role"]
+    for doc in docs:
+        doc["metadata"]["namespace"] = NAMESPACE  # what kustomize's namespace: does
+    role = tmp_path / "role.yaml"
+    role.write_text(yaml.safe_dump_all(docs))
+    token = sim.add_rbac_file(role, user="elector")
+    kubeconfig = sim.write_kubeconfig(tmp_path / "elector", token=token)
+    with capture_logs() as logs:
+        async with campaign() as c, open_api_client(str(kubeconfig)) as api:
+            cand = c.add_with("elector", api)
+            await c.wait_leader()
+            await c.wait_renewals(2)
+            cand.stop()
+            await wait_for(lambda: not c.spec().get("holderIdentity"), 2.0, "released lease")
+    assert not [e for e in logs if e["event"] in ("leader.forbidden", "leader.error")]
+    assert {r.status for r in sim.requests if r.user == "elector"} <= {200, 201, 404}

@@ -1,0 +1,386 @@
+"""Scenario builders and the cluster driver: kubelet shutdown statuses, owners, replacements."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from zombied.sim.scenario import (
+    EVICTED_MESSAGE,
+    SCENARIOS,
+    Cluster,
+    Owner,
+    build_named,
+    node_ready,
+    pod_object,
+    shutdown_pod,
+    shutdown_status,
+)
+from zombied.sim.store import Store
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+NOW_TEXT = "2026-03-01T12:00:00Z"
+EARLIER = datetime(2026, 3, 1, 11, 0, 0, tzinfo=UTC)
+
+OLD_KILLED = "Node is shutting, evicting pods"
+OLD_REJECTED = "Pod Node is in progress of shutting down, not admitting any new pods"
+KILLED = "Pod was terminated in response to imminent node shutdown."
+REJECTED = "Pod Pod was rejected as the node is shutting down."
+
+# version, variant -> phase, reason, message, DisruptionTarget condition
+TABLE: list[tuple[str, str, tuple[str, str, str, bool]]] = [
+    ("1.20", "terminated", ("Failed", "Shutdown", OLD_KILLED, False)),
+    ("1.20", "rejected", ("Failed", "Shutdown", OLD_REJECTED, False)),
+    ("1.21", "terminated", ("Failed", "Shutdown", OLD_KILLED, False)),
+    ("1.21", "rejected", ("Failed", "Shutdown", OLD_REJECTED, False)),
+    ("1.22", "terminated", ("Failed", "Terminated", KILLED, False)),
+    ("1.22", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
+    ("1.25", "terminated", ("Failed", "Terminated", KILLED, False)),
+    ("1.25", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
+    ("1.26", "terminated", ("Failed", "Terminated", KILLED, True)),
+    ("1.26", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
+    ("1.28", "terminated", ("Failed", "Terminated", KILLED, True)),
+    ("1.29", "terminated", ("Failed", "Terminated", KILLED, True)),
+    ("1.29", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
+    ("1.29", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
+    ("v1.31.2", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
+    ("newest", "terminated", ("Failed", "Terminated", KILLED, True)),
+    ("newest", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
+    ("newest", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
+]
+
+
+def conditions(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in pod["status"]["conditions"]}
+
+
+def running_pod(owner: Owner | None = None) -> dict[str, Any]:
+    return pod_object(
+        "team-a",
+        "api-7d4b9c8f6d-x7k2p",
+        node="node-0",
+        app="api",
+        owner=owner,
+        now=EARLIER,
+        rng=random.Random(1),
+    )
+
+
+@pytest.mark.parametrize(("version", "variant", "expected"), TABLE)
+def test_shutdown_status_follows_the_kubelet_table(
+    version: str, variant: str, expected: tuple[str, str, str, bool]
+) -> None:
+    status = shutdown_status(version, variant)
+    assert (status.phase, status.reason, status.message, status.disruption_target) == expected
+
+
+@pytest.mark.parametrize(("version", "variant", "expected"), TABLE)
+def test_shutdown_pod_status(
+    version: str, variant: str, expected: tuple[str, str, str, bool]
+) -> None:
+    phase, reason, message, disruption = expected
+    before = running_pod(Owner("ReplicaSet", "api-7d4b9c8f6d", "rs-uid"))
+    pod = shutdown_pod(before, version=version, variant=variant, now=NOW)
+    status = pod["status"]
+    assert (status["phase"], status["reason"], status["message"]) == (phase, reason, message)
+    conds = conditions(pod)
+    assert conds["Ready"]["status"] == "False"
+    assert conds["Ready"]["lastTransitionTime"] == NOW_TEXT
+    assert conds["Ready"]["reason"] == "PodCompleted"
+    if disruption:
+        target = conds["DisruptionTarget"]
+        assert target["status"] == "True"
+        assert target["reason"] == "TerminationByKubelet"
+        assert target["message"] == message
+        assert target["lastTransitionTime"] == NOW_TEXT
+    else:
+        assert "DisruptionTarget" not in conds
+    [container] = status["containerStatuses"]
+    terminated = container["state"]["terminated"]
+    assert set(container["state"]) == {"terminated"}
+    assert container["ready"] is False
+    assert terminated["finishedAt"] == NOW_TEXT
+    assert terminated["exitCode"] == (
+        0 if variant == "succeeded" else 137 if variant == "rejected" else 143
+    )
+    # The input is left alone: builders are pure.
+    assert before["status"]["phase"] == "Running"
+    assert pod["metadata"] == before["metadata"]
+
+
+@pytest.mark.parametrize(
+    ("version", "variant", "message"),
+    [
+        ("1.19", "terminated", "since Kubernetes 1.20"),
+        ("2.0", "terminated", "version must look like"),
+        ("banana", "terminated", "version must look like"),
+        ("1.22", "exploded", "variant must be one of"),
+        ("1.21", "succeeded", "never leaves a shut-down pod Succeeded"),
+        ("1.28", "succeeded", "needs 1.29 or newer"),
+    ],
+)
+def test_bad_version_or_variant(version: str, variant: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        shutdown_status(version, variant)
+
+
+def test_pod_objects_are_realistic() -> None:
+    pod = running_pod(Owner("StatefulSet", "web", "sts-uid"))
+    [ref] = pod["metadata"]["ownerReferences"]
+    assert ref == {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": "web",
+        "uid": "sts-uid",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    assert pod["spec"]["nodeName"] == "node-0"
+    assert pod["spec"]["containers"][0]["image"]
+    assert pod["status"]["phase"] == "Running"
+    assert all(c["status"] == "True" for c in pod["status"]["conditions"])
+    [container] = pod["status"]["containerStatuses"]
+    assert container["ready"] is True
+    assert "running" in container["state"]
+    assert "ownerReferences" not in running_pod(None)["metadata"]
+
+
+@pytest.fixture
+def store() -> Store:
+    return Store(seed=3)
+
+
+@pytest.fixture
+def cluster(store: Store) -> Cluster:
+    return Cluster(store, random.Random(3), clock=lambda: NOW)
+
+
+def pods_by_owner(store: Store) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for pod in store.list("pods"):
+        refs = pod["metadata"].get("ownerReferences") or [{"kind": "bare"}]
+        out.setdefault(refs[0]["kind"], []).append(pod)
+    return out
+
+
+def test_build_spreads_mixed_owners(store: Store, cluster: Cluster) -> None:
+    result = cluster.build(nodes=3, pods=30, namespaces=("team-a", "team-b", "team-c"))
+    assert result.pods == 30
+    assert result.nodes == ["node-0", "node-1", "node-2"]
+    assert {n["metadata"]["name"] for n in store.list("nodes")} == set(result.nodes)
+    assert {"team-a", "team-b", "team-c"} <= {
+        n["metadata"]["name"] for n in store.list("namespaces")
+    }
+    pods = store.list("pods")
+    assert len(pods) == 30
+    assert {p["status"]["phase"] for p in pods} == {"Running"}
+    assert {p["metadata"]["namespace"] for p in pods} == {"team-a", "team-b", "team-c"}
+    assert {p["spec"]["nodeName"] for p in pods} == set(result.nodes)
+    owners = pods_by_owner(store)
+    assert set(owners) == {"ReplicaSet", "StatefulSet", "Job", "DaemonSet", "bare"}
+    assert len(owners["ReplicaSet"]) > 15
+    assert sorted(p["metadata"]["name"] for p in owners["StatefulSet"]) == [
+        "web-0",
+        "web-1",
+        "web-2",
+    ]
+    assert sorted(p["spec"]["nodeName"] for p in owners["DaemonSet"]) == result.nodes
+    for pod in owners["ReplicaSet"]:
+        ref = pod["metadata"]["ownerReferences"][0]
+        assert ref["controller"] is True
+        assert pod["metadata"]["name"].startswith(ref["name"] + "-")
+        assert pod["metadata"]["labels"]["pod-template-hash"] in ref["name"]
+    for pod in owners["Job"]:
+        assert pod["spec"]["restartPolicy"] == "Never"
+        assert (
+            pod["metadata"]["labels"]["job-name"] == pod["metadata"]["ownerReferences"][0]["name"]
+        )
+
+
+def test_build_is_deterministic_with_a_seed() -> None:
+    def names(seed: int) -> list[str]:
+        store = Store(seed=seed)
+        Cluster(store, random.Random(seed), clock=lambda: NOW).build()
+        return [p["metadata"]["name"] for p in store.list("pods")]
+
+    assert names(5) == names(5)
+    assert names(5) != names(6)
+
+
+def test_preempt_turns_the_nodes_pods_into_zombies(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    on_node = {
+        p["metadata"]["uid"] for p in store.list("pods") if p["spec"]["nodeName"] == "node-0"
+    }
+    result = cluster.preempt("node-0", version="1.26")
+    assert {z.uid for z in result.zombies} == on_node
+    for ref in result.zombies:
+        pod = store.get("pods", ref.namespace, ref.name)
+        assert pod is not None
+        assert (pod["status"]["phase"], pod["status"]["reason"]) == ("Failed", "Terminated")
+        assert conditions(pod)["DisruptionTarget"]["reason"] == "TerminationByKubelet"
+    node = store.get("nodes", "", "node-0")
+    assert node is not None
+    assert node["spec"]["unschedulable"] is True
+    assert conditions(node)["Ready"]["status"] == "False"
+    assert not node_ready(node)
+
+
+def test_preempt_replaces_like_controllers(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    result = cluster.preempt("node-1", version="1.22")
+    zombies = {z.uid: store.get("pods", z.namespace, z.name) for z in result.zombies}
+    kinds = {
+        uid: (pod["metadata"].get("ownerReferences") or [{"kind": "bare"}])[0]["kind"]
+        for uid, pod in zombies.items()
+        if pod is not None
+    }
+    replaced_kinds = sorted(k for k in kinds.values() if k in ("ReplicaSet", "Job"))
+    assert len(result.replacements) == len(replaced_kinds)
+    zombie_names = {z.name for z in result.zombies}
+    for ref in result.replacements:
+        pod = store.get("pods", ref.namespace, ref.name)
+        assert pod is not None
+        assert ref.name not in zombie_names
+        assert pod["status"]["phase"] == "Running"
+        assert pod["spec"]["nodeName"] in ("node-0", "node-2")
+        assert pod["metadata"]["ownerReferences"][0]["kind"] in ("ReplicaSet", "Job")
+    assert [r.name for r in result.awaiting_replacement] == ["web-1"]
+    assert {kinds[r.uid] for r in result.not_replaced} == {"DaemonSet"} | (
+        {"bare"} if "bare" in kinds.values() else set()
+    )
+
+
+def test_statefulset_name_comes_back_with_a_new_uid(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    result = cluster.preempt("node-0")
+    [web0] = result.awaiting_replacement
+    assert web0.name == "web-0"
+    assert cluster.replace_deleted() == []  # the zombie still holds the name
+    store.delete("pods", web0.namespace, web0.name, uid=web0.uid)
+    [replacement] = cluster.replace_deleted()
+    assert (replacement.namespace, replacement.name) == (web0.namespace, "web-0")
+    assert replacement.uid != web0.uid
+    pod = store.get("pods", web0.namespace, "web-0")
+    assert pod is not None
+    assert pod["metadata"]["uid"] == replacement.uid
+    assert pod["status"]["phase"] == "Running"
+    assert pod["spec"]["nodeName"] != "node-0"
+    assert pod["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"] == "web-0"
+    assert cluster.awaiting_replacement == []
+
+
+def test_statefulset_replacement_through_the_store_hook(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    store.on_deleted = lambda resource, ns, name: (
+        cluster.pod_deleted(ns, name) if resource == "pods" else None,
+        None,
+    )[1]
+    [web0] = cluster.preempt("node-0", version="1.20").awaiting_replacement
+    store.delete("pods", web0.namespace, "web-0", uid=web0.uid)
+    pod = store.get("pods", web0.namespace, "web-0")
+    assert pod is not None
+    assert pod["metadata"]["uid"] != web0.uid
+
+
+def test_preempt_without_replacement(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    before = len(store.list("pods"))
+    result = cluster.preempt("node-2", replace=False)
+    assert result.replacements == []
+    assert cluster.awaiting_replacement == []
+    assert len(store.list("pods")) == before
+
+
+def test_preempt_validates_first(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    with pytest.raises(ValueError, match="variant"):
+        cluster.preempt("node-0", variant="nope")
+    with pytest.raises(ValueError, match="no node"):
+        cluster.preempt("node-9")
+    assert {p["status"]["phase"] for p in store.list("pods")} == {"Running"}
+
+
+def test_preempt_succeeded_variant_on_newest(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    result = cluster.preempt("node-0", version="newest", variant="succeeded")
+    for ref in result.zombies:
+        pod = store.get("pods", ref.namespace, ref.name)
+        assert pod is not None
+        assert pod["status"]["phase"] == "Succeeded"
+        assert pod["status"]["reason"] == "Terminated"
+        [container] = pod["status"]["containerStatuses"]
+        assert container["state"]["terminated"]["exitCode"] == 0
+
+
+def test_single_pod_events(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    a, b, c, d = (p["metadata"]["name"] for p in store.list("pods", "team-a")[:4])
+    evicted = cluster.evict("team-a", a)
+    assert (evicted["status"]["phase"], evicted["status"]["reason"]) == ("Failed", "Evicted")
+    assert evicted["status"]["message"] == EVICTED_MESSAGE
+    failed = cluster.fail("team-a", b, reason="OOMKilled")
+    assert failed["status"]["phase"] == "Failed"
+    assert "reason" not in failed["status"]
+    assert failed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "OOMKilled"
+    done = cluster.succeed("team-a", c)
+    assert done["status"]["phase"] == "Succeeded"
+    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    cluster.delete("team-a", d)
+    gone = store.get("pods", "team-a", d)
+    assert gone is None or gone["metadata"].get("deletionTimestamp")
+    with pytest.raises(ValueError, match="no pod team-a/missing"):
+        cluster.evict("team-a", "missing")
+
+
+def test_named_scenarios(store: Store, cluster: Cluster) -> None:
+    assert set(SCENARIOS) == {"small", "demo", "medium", "large"}
+    assert (SCENARIOS["medium"].pods, SCENARIOS["large"].pods) == (10_000, 100_000)
+    result = build_named(cluster, "demo")
+    assert (len(result.nodes), result.pods, len(result.namespaces)) == (3, 30, 3)
+    with pytest.raises(ValueError, match="unknown scenario 'huge'"):
+        build_named(cluster, "huge")
+
+
+class CountingStore:
+    """Just enough of a store to build big clusters without keeping the objects."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, int] = {}
+        self.kinds: dict[str, int] = {}
+        self.names: set[tuple[str, str]] = set()
+
+    def create(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.created[resource] = self.created.get(resource, 0) + 1
+        if resource == "pods":
+            meta = obj["metadata"]
+            self.names.add((meta["namespace"], meta["name"]))
+            kind = (meta.get("ownerReferences") or [{"kind": "bare"}])[0]["kind"]
+            self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        return obj
+
+    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return []
+
+    def update(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return obj
+
+    def delete(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def test_large_scenario_builds() -> None:
+    store = CountingStore()
+    result = build_named(Cluster(store, random.Random(0)), "large")
+    assert result.pods == 100_000
+    assert store.created["pods"] == 100_000
+    assert len(store.names) == 100_000  # unique names
+    assert store.created["nodes"] == 1_000
+    assert store.kinds["DaemonSet"] == 1_000
+    assert store.kinds["ReplicaSet"] > 80_000
+    assert {"StatefulSet", "Job", "bare"} <= set(store.kinds)

@@ -146,6 +146,11 @@ class Leadership:
                 continue
             await self._changed.wait()
 
+    @property
+    def in_flight(self) -> int:
+        """Deletes sent and not yet answered."""
+        return len(self._in_flight)
+
     def track(self, scope: anyio.CancelScope) -> None:
         """Cancel ``scope`` if leadership is lost while it runs."""
         self._in_flight.add(scope)

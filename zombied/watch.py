@@ -365,14 +365,22 @@ class Watcher:
                     need_list = False
                 await self._watch()
             except _Gone:
-                # History was compacted past our resourceVersion: only a relist can tell
-                # which pods changed or vanished meanwhile.
-                metrics.watch_relists.labels(scope=self.scope.label).inc()
-                self._log.info("watch.relist", resource_version=self._resource_version)
-                need_list = True
+                need_list = self._relist()
             except Exception as exc:  # noqa: BLE001 - every failure is retried with backoff
-                await self._failed(exc, "list" if need_list else "watch")
+                status = api_status(exc)
+                if status is not None and status.code == 410:
+                    # At watch start (or an expired LIST continue token) as an HTTP status.
+                    need_list = self._relist()
+                else:
+                    await self._failed(exc, "list" if need_list else "watch")
             metrics.watch_restarts.labels(scope=self.scope.label).inc()
+
+    def _relist(self) -> bool:
+        # History was compacted past our resourceVersion: only a relist can tell which
+        # pods changed or vanished meanwhile.
+        metrics.watch_relists.labels(scope=self.scope.label).inc()
+        self._log.info("watch.relist", resource_version=self._resource_version)
+        return True
 
     async def _failed(self, exc: Exception, verb: str) -> None:
         status = api_status(exc)

@@ -179,7 +179,7 @@ async def test_losing_leadership_cancels_in_flight_delete(sim: Simulator, kubeco
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(attempt)
-            await eventually(lambda: leadership._in_flight)
+            await eventually(lambda: leadership.in_flight)
             leadership.set(False)
     assert outcomes[0].action is Action.ABANDONED
     assert sim.store.get("pods", "team-a", "slow") is not None

@@ -223,8 +223,7 @@ class LeaseElector:
                 return await self._create(started)
 
             self._observe(lease)
-            spec = lease.get("spec") or {}
-            holder = spec.get("holderIdentity") or ""
+            holder = _holder(_spec(lease))
             if holder and holder != self.identity and not self._expired():
                 return False
 
@@ -257,7 +256,7 @@ class LeaseElector:
     def _record(self, lease: dict[str, Any] | None) -> dict[str, Any]:
         """The spec we write: renewal keeps acquireTime and transitions, takeover bumps."""
         now = micro_time(datetime.now(UTC))
-        old = (lease or {}).get("spec") or {}
+        old = _spec(lease)
         ours = lease is not None and old.get("holderIdentity") == self.identity
         transitions = old.get("leaseTransitions")
         transitions = transitions if isinstance(transitions, int) else 0
@@ -292,7 +291,7 @@ class LeaseElector:
         previous = self._previous_holder
         self._leading = True
         self._became_leader.set()
-        spec = lease.get("spec") or {}
+        spec = _spec(lease)
         self._log.info(
             "leader.acquired",
             previous_holder=previous or None,
@@ -304,7 +303,7 @@ class LeaseElector:
     def _observe(self, lease: dict[str, Any], *, at: float | None = None) -> None:
         """Remember the record; restart its expiry clock whenever it changed."""
         self._lease = lease
-        spec = lease.get("spec") or {}
+        spec = _spec(lease)
         record = tuple(spec.get(field) for field in _RECORD_FIELDS)
         if record == self._observed:
             return
@@ -316,14 +315,15 @@ class LeaseElector:
         self._observed_duration = (
             float(duration) if isinstance(duration, int) and duration > 0 else self.lease_duration
         )
-        holder = spec.get("holderIdentity") or ""
+        holder = _holder(spec)
         self._previous_holder = self._observed_holder
         if holder != self._observed_holder:
             self._observed_holder = holder
             if holder != self.identity:
                 self._log.info("leader.observed", holder=holder or None)
         if self._leading and holder != self.identity:
-            self._stop_leading("lease taken by another holder", holder=holder or None)
+            reason = "lease taken by another holder" if holder else "lease cleared by someone"
+            self._stop_leading(reason, holder=holder or None)
 
     def _expired(self) -> bool:
         return anyio.current_time() >= self._observed_at + self._observed_duration
@@ -354,7 +354,7 @@ class LeaseElector:
                     try:
                         if lease is None:
                             lease = await self._request("get")
-                        spec = dict(lease.get("spec") or {})
+                        spec = _spec(lease)
                         if spec.get("holderIdentity") != self.identity:
                             return  # not ours (any more): nothing to give back
                         spec.update(holderIdentity="", leaseDurationSeconds=1)
@@ -438,6 +438,17 @@ class LeaseElector:
             message=status.message or None,
         )
         return status.code
+
+
+def _spec(lease: dict[str, Any] | None) -> dict[str, Any]:
+    """A copy of the lease's spec; a missing or malformed one reads as empty."""
+    spec = (lease or {}).get("spec")
+    return dict(spec) if isinstance(spec, dict) else {}
+
+
+def _holder(spec: dict[str, Any]) -> str:
+    holder = spec.get("holderIdentity")
+    return holder if isinstance(holder, str) else ""
 
 
 def _transport_error(exc: BaseException) -> ApiException:

@@ -1,0 +1,333 @@
+"""``python -m zombied.sim.demo`` (``make demo``): watch zombied reap a Spot preemption.
+
+This module owns the guided tour: it serves a simulated cluster in-process (3 nodes,
+30 pods over 3 namespaces, mixed owners), runs ``zombied scan``, starts ``zombied
+run`` as a real subprocess with console logs streaming through, preempts a node as
+a 1.26 kubelet would, waits until the zombies are gone, checks that the
+replacements and the pods no rule targets were left alone, and prints a summary with
+the reap latencies the simulator recorded. It ends by itself well within a minute,
+stops the daemon with SIGTERM (a kill only if it hangs) and leaves no process behind.
+
+It never reaches into the daemon: it talks to zombied only through its command line,
+exactly as an operator would, and judges it only by what the API server saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import anyio
+import anyio.abc
+from anyio.streams.text import TextReceiveStream
+
+import zombied
+from zombied.sim import Simulator
+from zombied.sim.scenario import PodRef, build_named
+
+READY_TIMEOUT = 20.0
+REAP_TIMEOUT = 25.0
+STOP_TIMEOUT = 10.0
+POLL = 0.05
+
+
+@dataclass
+class Summary:
+    zombies: list[PodRef] = field(default_factory=list)
+    reaped: list[PodRef] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _zombied_env() -> dict[str, str]:
+    # The daemon must import this very checkout, installed or not.
+    root = str(Path(zombied.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("KUBERNETES_SERVICE_HOST", None)  # never mistake the demo for in-cluster
+    return env
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _section(title: str) -> None:
+    _say()
+    _say(f"== {title}")
+
+
+async def _run_scan(kubeconfig: Path) -> None:
+    result = await anyio.run_process(
+        [sys.executable, "-m", "zombied", "scan", "--kubeconfig", str(kubeconfig)],
+        check=False,
+        env=_zombied_env(),
+        stderr=subprocess.STDOUT,
+    )
+    for line in result.stdout.decode(errors="replace").rstrip().splitlines() or ["(no output)"]:
+        _say(f"   {line}")
+    if result.returncode != 0:
+        _say(f"   (zombied scan exited {result.returncode})")
+
+
+async def _stream(process: anyio.abc.Process) -> None:
+    assert process.stdout is not None
+    buffer = ""
+    async for chunk in TextReceiveStream(process.stdout, errors="replace"):
+        buffer += chunk
+        *lines, buffer = buffer.split("\n")
+        for line in lines:
+            _say(f"   | {line}")
+    if buffer:
+        _say(f"   | {buffer}")
+
+
+async def _wait_for(predicate: Callable[[], bool], what: str, *, within: float) -> bool:
+    with anyio.move_on_after(within):
+        # Polls what the API server recorded, as an operator watching would.
+        while not predicate():  # noqa: ASYNC110
+            await anyio.sleep(POLL)
+        return True
+    _say(f"   !! timed out after {within:.0f}s waiting for {what}")
+    return False
+
+
+async def _ready(url: str, process: anyio.abc.Process) -> bool:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as session:
+        with anyio.move_on_after(READY_TIMEOUT):
+            while process.returncode is None:
+                try:
+                    async with session.get(url) as response:
+                        if response.status == 200:
+                            return True
+                except aiohttp.ClientError:
+                    pass
+                await anyio.sleep(POLL * 2)
+    return False  # timed out, or the daemon exited
+
+
+async def _stop(process: anyio.abc.Process) -> int:
+    with anyio.CancelScope(shield=True):
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(STOP_TIMEOUT):
+                await process.wait()
+            if process.returncode is None:
+                _say("   !! zombied ignored SIGTERM; killing it")
+                process.kill()
+        await process.wait()
+    return -1 if process.returncode is None else process.returncode
+
+
+async def run_demo(
+    *, node: str = "node-1", version: str = "1.26", min_age: str = "2s", seed: int = 0
+) -> Summary:
+    """The whole tour; returns what happened (``problems`` empty when all went well)."""
+    summary = Summary()
+    with tempfile.TemporaryDirectory(prefix="zombied-demo-") as tmp:
+        async with Simulator(host="127.0.0.1", port=0, seed=seed) as sim:
+            kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
+            built = build_named(sim.cluster, "demo")
+            _section(f"Simulated API server at {sim.url}")
+            _say(
+                f"   {len(built.nodes)} nodes, {built.pods} running pods in "
+                f"{', '.join(built.namespaces)}: "
+                + ", ".join(f"{n} {kind}" for kind, n in built.by_owner.items() if n)
+            )
+
+            _section("zombied scan (before any node goes away)")
+            await _run_scan(kubeconfig)
+
+            port = _free_port("127.0.0.1")
+            command = [
+                sys.executable,
+                "-m",
+                "zombied",
+                "run",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--log-format=console",
+                "--min-age",
+                min_age,
+                "--listen",
+                f"127.0.0.1:{port}",
+            ]
+            _section("zombied run")
+            _say(f"   $ zombied {' '.join(command[3:])}")
+            died = False
+            process = await anyio.open_process(
+                command, env=_zombied_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_stream, process)
+                    await _tour(sim, process, port, summary, node=node, version=version)
+                    died = process.returncode is not None
+                    summary.exit_code = await _stop(process)
+            finally:
+                if process.returncode is None:
+                    summary.exit_code = await _stop(process)
+                await process.aclose()
+            if summary.exit_code != 0:
+                how = "by itself" if died else "on SIGTERM"
+                summary.problems.append(f"zombied run exited {summary.exit_code} {how}")
+
+            _section("zombied scan (after)")
+            await _run_scan(kubeconfig)
+    return summary
+
+
+async def _tour(
+    sim: Simulator,
+    process: anyio.abc.Process,
+    port: int,
+    summary: Summary,
+    *,
+    node: str,
+    version: str,
+) -> None:
+    if not await _ready(f"http://127.0.0.1:{port}/readyz", process):
+        summary.problems.append("zombied never became ready")
+        return
+    _say("   -- zombied is ready (/readyz 200)")
+
+    # Pods no default rule targets: an evicted pod and a crashed Job pod stay put.
+    team_a = [p["metadata"]["name"] for p in sim.store.list("pods", "team-a")]
+    evicted = next(p for p in team_a if p.startswith(("api-", "frontend-")))
+    crashed = next(p for p in team_a if p.startswith("report-"))
+    sim.cluster.evict("team-a", evicted)
+    sim.cluster.fail("team-a", crashed)
+    summary.kept = [f"team-a/{evicted} (Evicted)", f"team-a/{crashed} (Error)"]
+
+    _section(f"Preempting {node} (kubelet {version}, graceful node shutdown)")
+    preempted_at = time.time()
+    result = sim.cluster.preempt(node, version=version)
+    summary.zombies = list(result.zombies)
+    _say(f"   {len(result.zombies)} pods left Failed/Terminated on {node}:")
+    for ref in result.zombies:
+        _say(f"     {ref.namespace}/{ref.name}")
+    _say(
+        f"   controllers started {len(result.replacements)} replacements elsewhere; "
+        f"{len(result.awaiting_replacement)} StatefulSet pod(s) come back once reaped"
+    )
+
+    zombie_uids = {ref.uid for ref in result.zombies}
+
+    def reaped() -> list[str]:
+        return [r.obj["metadata"]["uid"] for r in sim.deleted if not r.dry_run]
+
+    await _wait_for(lambda: zombie_uids <= set(reaped()), "the reaps", within=REAP_TIMEOUT)
+    # The StatefulSet controller reacts to the deletion synchronously in the store.
+    records = {r.obj["metadata"]["uid"]: r for r in sim.deleted if not r.dry_run}
+    summary.reaped = [ref for ref in result.zombies if ref.uid in records]
+    summary.latencies = [records[ref.uid].time - preempted_at for ref in summary.reaped]
+    missing = [f"{r.namespace}/{r.name}" for r in result.zombies if r.uid not in records]
+    if missing:
+        summary.problems.append(f"not reaped: {', '.join(missing)}")
+
+    _check_untouched(sim, result.replacements, result.awaiting_replacement, zombie_uids, summary)
+
+
+def _check_untouched(
+    sim: Simulator,
+    replacements: Sequence[PodRef],
+    statefulset: Sequence[PodRef],
+    zombie_uids: set[str],
+    summary: Summary,
+) -> None:
+    deleted_uids = {r.obj["metadata"]["uid"] for r in sim.deleted}
+    wrong = sorted(
+        f"{r.obj['metadata']['namespace']}/{r.obj['metadata']['name']}"
+        for r in sim.deleted
+        if r.obj["metadata"]["uid"] not in zombie_uids
+    )
+    if wrong:
+        summary.problems.append(f"deleted pods that were no zombies: {', '.join(wrong)}")
+    for ref in replacements:
+        pod = sim.store.get("pods", ref.namespace, ref.name)
+        if pod is None or pod["metadata"]["uid"] != ref.uid or ref.uid in deleted_uids:
+            summary.problems.append(f"replacement {ref.namespace}/{ref.name} was touched")
+    for ref in statefulset:
+        pod = sim.store.get("pods", ref.namespace, ref.name)
+        if pod is None or pod["metadata"]["uid"] == ref.uid:
+            summary.problems.append(f"{ref.namespace}/{ref.name} did not come back")
+        elif pod["status"]["phase"] != "Running":
+            summary.problems.append(f"{ref.namespace}/{ref.name} came back not Running")
+        else:
+            _say(
+                f"   {ref.namespace}/{ref.name} is back with a new uid "
+                f"({ref.uid[:8]}... -> {pod['metadata']['uid'][:8]}...), untouched"
+            )
+
+
+def _print_summary(summary: Summary, min_age: str) -> None:
+    _section("Summary")
+    _say(f"   zombies reaped:   {len(summary.reaped)}/{len(summary.zombies)}")
+    _say(f"   pods kept:        {len(summary.kept)} ({'; '.join(summary.kept) or 'none'})")
+    if summary.latencies:
+        lat = sorted(summary.latencies)
+        _say(
+            f"   reap latency:     min {lat[0]:.2f}s, median {statistics.median(lat):.2f}s, "
+            f"max {lat[-1]:.2f}s after the kubelet marked them (min age {min_age}; "
+            "finishedAt has 1 s resolution)"
+        )
+    _say(f"   zombied run exit: {summary.exit_code}")
+    for problem in summary.problems:
+        _say(f"   PROBLEM: {problem}")
+    _say("   OK" if not summary.problems else "   FAILED")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m zombied.sim.demo",
+        description="Preempt a simulated Spot node and watch zombied reap the zombie pods.",
+    )
+    parser.add_argument("--node", default="node-1", help="node to preempt (default: node-1)")
+    parser.add_argument(
+        "--kubelet-version", default="1.26", help="kubelet version to imitate (default: 1.26)"
+    )
+    parser.add_argument("--min-age", default="2s", help="zombied --min-age (default: 2s)")
+    parser.add_argument("--seed", type=int, default=0, help="scenario seed (default: 0)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        demo = functools.partial(
+            run_demo,
+            node=args.node,
+            version=args.kubelet_version,
+            min_age=args.min_age,
+            seed=args.seed,
+        )
+        summary = anyio.run(demo, backend="asyncio")
+    except KeyboardInterrupt:
+        return 130
+    _print_summary(summary, args.min_age)
+    return 0 if not summary.problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -868,11 +868,11 @@ class Cluster:
         result = PreemptResult(node=node, version=version, variant=variant)
         targets = [
             p
-            for p in self.store.list("pods")
-            if (p.get("spec") or {}).get("nodeName") == node
-            and (p.get("status") or {}).get("phase") in ("Running", "Pending")
+            for p in self.pods_on(node)
+            if (p.get("status") or {}).get("phase") in ("Running", "Pending")
             and not p["metadata"].get("deletionTimestamp")
         ]
+        nodes = self._schedulable_nodes(exclude=node)
         for pod in targets:
             updated = self.store.update(
                 "pods", shutdown_pod(pod, version=version, variant=variant, now=now)
@@ -886,7 +886,7 @@ class Cluster:
                 result.awaiting_replacement.append(ref)
                 self._awaiting[(ref.namespace, ref.name)] = updated
             elif replace:
-                created = self._replace(updated, exclude=node)
+                created = self._replace(updated, nodes)
                 if created is not None:
                     result.replacements.append(created)
         if not replace:
@@ -901,8 +901,9 @@ class Cluster:
             if n["metadata"]["name"] != exclude and node_ready(n)
         ]
 
-    def _replace(self, zombie: JSONDict, *, exclude: str, name: str | None = None) -> PodRef | None:
-        nodes = self._schedulable_nodes(exclude)
+    def _replace(
+        self, zombie: JSONDict, nodes: Sequence[str], *, name: str | None = None
+    ) -> PodRef | None:
         if not nodes:
             return None
         meta = zombie["metadata"]
@@ -934,7 +935,7 @@ class Cluster:
                 del self._awaiting[(namespace, name)]  # someone else recreated it
             return None
         node = (zombie.get("spec") or {}).get("nodeName", "")
-        created = self._replace(zombie, exclude=node, name=name)
+        created = self._replace(zombie, self._schedulable_nodes(exclude=node), name=name)
         if created is not None:
             del self._awaiting[(namespace, name)]
         return created
@@ -978,7 +979,18 @@ class Cluster:
         return deleted
 
     def pods_on(self, node: str) -> list[JSONDict]:
-        return [p for p in self.store.list("pods") if p["spec"].get("nodeName") == node]
+        """Copies of the pods bound to ``node``."""
+        iter_stored = getattr(self.store, "iter_stored", None)
+        if not callable(iter_stored):
+            return [p for p in self.store.list("pods") if p["spec"].get("nodeName") == node]
+        # Read the stored versions in place and copy only the matches: a preemption in
+        # a 100k-pod cluster must not copy every pod.
+        keys = [
+            (s.obj["metadata"]["namespace"], s.obj["metadata"]["name"])
+            for s in iter_stored("pods")
+            if s.obj["spec"].get("nodeName") == node
+        ]
+        return [p for ns, name in keys if (p := self.store.get("pods", ns, name)) is not None]
 
 
 def _ref(pod: JSONDict) -> PodRef:

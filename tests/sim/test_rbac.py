@@ -313,3 +313,44 @@ def test_bad_rbac_yaml_is_a_clear_value_error(text: str, message: str) -> None:
 def test_missing_file_is_a_value_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot read RBAC file"):
         load_rules(tmp_path / "missing.yaml")
+
+
+def test_same_named_roles_in_several_namespaces() -> None:
+    docs = [
+        f"""kind: Role
+metadata: {{name: zombied, namespace: {ns}}}
+rules:
+  - {{apiGroups: [""], resources: [pods], verbs: [list]}}
+---
+kind: RoleBinding
+metadata: {{name: zombied, namespace: {ns}}}
+roleRef: {{kind: Role, name: zombied}}
+"""
+        for ns in ("team-a", "team-b")
+    ]
+    docs.append(
+        """kind: Role
+metadata: {name: only-in-c, namespace: team-c}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: [delete]}
+---
+kind: RoleBinding
+metadata: {name: wrong-namespace, namespace: team-d}
+roleRef: {kind: Role, name: only-in-c}
+"""
+    )
+    rules = rules_from_yaml("---\n".join(docs))
+    assert rules == [
+        PolicyRule(("",), ("pods",), ("list",), (), "team-a"),
+        PolicyRule(("",), ("pods",), ("list",), (), "team-b"),
+    ]
+
+
+def test_the_shipped_namespaced_overlay(tmp_path: Path) -> None:
+    overlay = Path(__file__).parents[2] / "manifests" / "overlays" / "namespaced" / "roles.yaml"
+    if not overlay.exists():
+        pytest.skip("no namespaced overlay in this checkout")
+    rules = load_rules(overlay)
+    namespaces = {rule.namespace for rule in rules}
+    assert None not in namespaces
+    assert len(namespaces) > 1

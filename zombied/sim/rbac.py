@@ -258,8 +258,10 @@ def rules_from_yaml(text: str, *, source: str = "<rbac>") -> list[PolicyRule]:
     uses these rules is the subject. Other kinds (ServiceAccount, Deployment...) are
     ignored.
     """
-    roles: dict[tuple[str, str], tuple[str | None, list[_RuleFields]]] = {}
-    bindings: list[tuple[str, str, str | None]] = []  # (role kind, role name, scope ns)
+    # (kind, namespace or None, name) -> rules; Roles of the same name in different
+    # namespaces are different Roles.
+    roles: dict[tuple[str, str | None, str], list[_RuleFields]] = {}
+    bindings: list[tuple[str, str, str | None]] = []  # (role kind, role name, binding ns)
     for index, doc in _documents(text, source):
         kind = doc.get("kind")
         where = f"{source}: {kind} (document {index + 1})"
@@ -269,7 +271,7 @@ def rules_from_yaml(text: str, *, source: str = "<rbac>") -> list[PolicyRule]:
             if kind == "Role" and not namespace:
                 raise InvalidRbac(f"{where}: a Role needs metadata.namespace")
             scope = namespace if kind == "Role" else None
-            roles[(str(kind), name)] = (scope, _parse_rules(doc, where))
+            roles[(str(kind), scope, name)] = _parse_rules(doc, where)
         elif kind in _BINDING_KINDS:
             name, namespace = _name_of(doc, where)
             where = f"{source}: {kind} {name!r}"
@@ -286,24 +288,22 @@ def rules_from_yaml(text: str, *, source: str = "<rbac>") -> list[PolicyRule]:
                 (ref["kind"], ref["name"], namespace if kind == "RoleBinding" else None)
             )
 
-    grants: list[tuple[tuple[str, str], str | None]]
+    # (role, the scope it is granted in)
+    grants: list[tuple[tuple[str, str | None, str], str | None]]
     if bindings:
         grants = []
         for role_kind, role_name, binding_ns in bindings:
-            key = (role_kind, role_name)
-            if key not in roles:
-                continue  # a role defined elsewhere (e.g. built-in "view"): unknown rules
-            role_ns = roles[key][0]
-            if role_kind == "Role" and role_ns != binding_ns:
-                continue  # a RoleBinding only sees Roles of its own namespace
-            grants.append((key, binding_ns if role_kind == "ClusterRole" else role_ns))
+            # A RoleBinding sees only the Roles of its own namespace.
+            key = (role_kind, binding_ns if role_kind == "Role" else None, role_name)
+            if key in roles:  # else a role defined elsewhere (built-in "view"): unknown rules
+                grants.append((key, binding_ns))
     else:
-        grants = [(key, scope) for key, (scope, _) in roles.items()]
+        grants = [(key, key[1]) for key in roles]
 
     result: list[PolicyRule] = []
     seen: set[PolicyRule] = set()
     for key, scope in grants:
-        for groups, resources, verbs, names in roles[key][1]:
+        for groups, resources, verbs, names in roles[key]:
             rule = PolicyRule(groups, resources, verbs, names, scope)
             if rule not in seen:
                 seen.add(rule)

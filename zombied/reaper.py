@@ -233,7 +233,13 @@ class Reaper:
         args: dict[str, Any] = {}
         if self.dry_run == "server":
             args["dry_run"] = "All"
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.uid))
+        # The uid guards against a pod recreated under the same name; the resourceVersion
+        # against one changed since it was judged (annotated keep, relabelled): the server
+        # answers 409 and the watch brings the new state to judge again.
+        preconditions = client.V1Preconditions(
+            uid=pod.uid, resource_version=pod.resource_version or None
+        )
+        body = client.V1DeleteOptions(preconditions=preconditions)
         started = time.monotonic()
         try:
             response = await self._core.delete_namespaced_pod(

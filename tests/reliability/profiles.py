@@ -1,0 +1,48 @@
+"""Hypothesis budgets for the reliability suite: quick for ``make test``, deep for soaks.
+
+``HYPOTHESIS_PROFILE`` picks one by name (``quick``, ``nightly``); without it a soak run
+(``SOAK_S`` set, as ``make soak`` does) gets ``nightly`` and everything else ``quick``.
+Profiles are applied per test with ``settings(parent=...)``, never loaded globally, so
+the rest of the test suite keeps its own budgets.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+
+settings.register_profile(
+    "quick",
+    max_examples=20,
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=_SLOW_OK,
+    print_blob=True,
+)
+settings.register_profile(
+    "nightly",
+    max_examples=300,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=_SLOW_OK,
+    print_blob=True,
+)
+
+
+def profile_name() -> str:
+    """The profile this run uses."""
+    name = os.environ.get("HYPOTHESIS_PROFILE")
+    if name:
+        return name
+    return "nightly" if os.environ.get("SOAK_S") else "quick"
+
+
+def budget(*, fuzz: bool = False) -> settings:
+    """Settings for a test; ``fuzz`` tests are pure and cheap, so they get 10x more examples."""
+    base = settings.get_profile(profile_name())
+    if fuzz:
+        return settings(base, max_examples=base.max_examples * 10)
+    return base

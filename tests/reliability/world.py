@@ -1,0 +1,472 @@
+"""A simulated cluster with a history, an independent oracle, and zombied's promises.
+
+This module owns `World`: it drives the simulator like kubelets, controllers and
+users would (pods created, failing every way design.md lists, replaced under the same
+name, deleted by others, annotated, relabelled; nodes preempted) while keeping its own
+model of what it did to every pod uid. The safety and liveness checks compare what
+zombied deleted against that model AND against zombied's own rule engine, so a bug in
+`classify` cannot hide itself. It never talks to zombied: the property tests, the soak
+and the signal tests run zombied in-process or as a process and call the checks here.
+
+Every action is synchronous and must run on the simulator's event loop (the store is
+not thread-safe); the property tests call them through an anyio blocking portal.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+from zombied.pod import PodParseError, parse_pod
+from zombied.rules import RuleSet, classify
+from zombied.sim import Simulator
+from zombied.sim.scenario import (
+    Owner,
+    evicted_pod,
+    failed_pod,
+    new_uid,
+    node_object,
+    pod_object,
+    shutdown_pod,
+    succeeded_pod,
+)
+
+JSONDict = dict[str, Any]
+
+NAMESPACES = ("team-a", "team-b", "kube-system")
+EXCLUDED_NAMESPACES = ("kube-system",)
+#: zombied runs with this label selector; pods labelled tier=precious are out of scope.
+LABEL_SELECTOR = "tier!=precious"
+OWNER_KINDS = ("ReplicaSet", "StatefulSet", "Job", "DaemonSet", None)
+
+#: How a pod can end, as (model kind, builder). Node-shutdown variants per kubelet version.
+SHUTDOWNS = (
+    ("1.21", "terminated"),
+    ("1.21", "rejected"),
+    ("1.22", "terminated"),
+    ("1.22", "rejected"),
+    ("1.26", "terminated"),
+    ("1.26", "rejected"),
+    ("newest", "terminated"),
+    ("newest", "succeeded"),
+)
+ENDINGS = (
+    *(f"shutdown:{version}:{variant}" for version, variant in SHUTDOWNS),
+    "evicted",
+    "error",
+    "oomkilled",
+    "completed",
+)
+
+# Which rule may delete a pod that ended in each way (independent of zombied.rules).
+_KIND_RULES = {
+    "shutdown": {"node-shutdown"},
+    "evicted": {"evicted", "failed"},
+    "error": {"failed"},
+    "completed": set(),
+    "running": set(),
+}
+
+
+@dataclass
+class PodModel:
+    """What the driver did to one pod (one uid)."""
+
+    namespace: str
+    name: str
+    uid: str
+    kind: str = "running"  # running | shutdown | evicted | error | completed
+    owner_kind: str = ""
+    keep: bool = False
+    precious: bool = False
+    deleting: bool = False  # a graceful delete by someone else started
+
+    def selectable(self, rules: RuleSet) -> bool:
+        """Whether zombied may delete this pod under ``rules``, per the driver's model."""
+        if self.keep or self.precious or self.deleting:
+            return False
+        if self.namespace in EXCLUDED_NAMESPACES or rules.excludes(self.owner_kind):
+            return False
+        return bool(_KIND_RULES[self.kind] & set(rules.names))
+
+
+@dataclass(frozen=True)
+class DeleteRequest:
+    """A DELETE of a pod as it reached the server, before faults and handlers."""
+
+    namespace: str
+    name: str
+    uid: str | None
+    resource_version: str | None
+    time: float
+
+
+@dataclass
+class Figures:
+    """What happened, for the closing summary line."""
+
+    zombies: int = 0  # pods turned into selectable zombies by the driver
+    reaped: int = 0  # zombied's accepted deletes
+    wrong: int = 0  # safety violations
+    actions: dict[str, int] = field(default_factory=dict)
+
+    def count(self, action: str) -> None:
+        self.actions[action] = self.actions.get(action, 0) + 1
+
+
+class World:
+    """The cluster history driver and oracle around one `Simulator`.
+
+    Create it before the simulator starts (it installs a request recorder), then call
+    `start` once the simulator runs.
+    """
+
+    def __init__(self, sim: Simulator, rules: RuleSet, *, seed: int = 0) -> None:
+        self.sim = sim
+        self.rules = rules
+        self.rng = random.Random(seed)
+        self.models: dict[str, PodModel] = {}  # uid -> model
+        self.keys: set[str] = set()  # every namespace/name ever used
+        self.delete_requests: list[DeleteRequest] = []
+        self.violations: list[str] = []
+        self.figures = Figures()
+        self._checked = 0
+        self._node_seq = 0
+        self._pod_seq = 0
+        sim.server.app.middlewares.append(self._record_delete)
+
+    @web.middleware
+    async def _record_delete(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        parts = request.path.strip("/").split("/")
+        # /api/v1/namespaces/{ns}/pods/{name}
+        if request.method == "DELETE" and len(parts) == 6 and parts[4] == "pods":
+            body: Any = {}
+            try:
+                body = json.loads(await request.read() or b"{}")
+            except ValueError:
+                body = {}
+            pre = body.get("preconditions") if isinstance(body, dict) else None
+            pre = pre if isinstance(pre, dict) else {}
+            self.delete_requests.append(
+                DeleteRequest(
+                    parts[3], parts[5], pre.get("uid"), pre.get("resourceVersion"), time.time()
+                )
+            )
+        return await handler(request)
+
+    # -- set-up -----------------------------------------------------------------------
+
+    def start(self, *, nodes: int = 3, pods: int = 12) -> None:
+        """Namespaces, Ready nodes and Running pods."""
+        store = self.sim.store
+        existing = {n["metadata"]["name"] for n in store.list("namespaces")}
+        for ns in NAMESPACES:
+            if ns not in existing:
+                store.create(
+                    "namespaces",
+                    {"metadata": {"name": ns}, "spec": {}, "status": {"phase": "Active"}},
+                )
+        for _ in range(nodes):
+            self.add_node()
+        for i in range(pods):
+            self.create_pod(i, i)
+
+    # -- reading the cluster ------------------------------------------------------------
+
+    def pods(self) -> list[JSONDict]:
+        """Every pod, in a stable order (so an index picks the same pod on replay)."""
+        return sorted(
+            self.sim.store.list("pods"),
+            key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]),
+        )
+
+    def _pick(self, index: int, *, phase: str | None = None) -> JSONDict | None:
+        pods = self.pods()
+        if phase is not None:
+            pods = [p for p in pods if (p.get("status") or {}).get("phase") == phase]
+        return pods[index % len(pods)] if pods else None
+
+    def ready_nodes(self) -> list[str]:
+        return sorted(
+            n["metadata"]["name"]
+            for n in self.sim.store.list("nodes")
+            if not (n.get("spec") or {}).get("unschedulable")
+            and any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (n.get("status") or {}).get("conditions") or ()
+            )
+        )
+
+    def _model(self, pod: JSONDict) -> PodModel:
+        meta = pod["metadata"]
+        model = self.models.get(meta["uid"])
+        if model is None:  # created by the simulator's controllers (replacements)
+            owner = next(iter(meta.get("ownerReferences") or ()), {})
+            model = PodModel(
+                meta["namespace"],
+                meta["name"],
+                meta["uid"],
+                owner_kind=str(owner.get("kind") or ""),
+                precious=(meta.get("labels") or {}).get("tier") == "precious",
+            )
+            self.models[model.uid] = model
+            self.keys.add(f"{model.namespace}/{model.name}")
+        return model
+
+    # -- the driver: what kubelets, controllers and users do ----------------------------
+
+    def add_node(self) -> str:
+        name = f"spot-{self._node_seq}"
+        self._node_seq += 1
+        self.sim.store.create("nodes", node_object(name, now=datetime.now(UTC)))
+        self.figures.count("node-added")
+        return name
+
+    def create_pod(
+        self,
+        ns_index: int,
+        owner_index: int,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        precious: bool = False,
+    ) -> str | None:
+        """A Running pod on a Ready node; None when no node is Ready."""
+        nodes = self.ready_nodes()
+        if not nodes:
+            return None
+        namespace = namespace or NAMESPACES[ns_index % len(NAMESPACES)]
+        kind = OWNER_KINDS[owner_index % len(OWNER_KINDS)]
+        owner = None if kind is None else Owner(kind, f"{kind.lower()}-x", new_uid(self.rng))
+        if name is None:
+            name = f"p{self._pod_seq}"
+            self._pod_seq += 1
+        labels = {"tier": "precious"} if precious else {"tier": "normal"}
+        obj = pod_object(
+            namespace,
+            name,
+            node=nodes[owner_index % len(nodes)],
+            app="app",
+            owner=owner,
+            now=datetime.now(UTC),
+            rng=self.rng,
+            labels=labels,
+        )
+        created = self.sim.store.create("pods", obj)
+        self._model(created)
+        self.figures.count("pod-created")
+        return f"{namespace}/{name}"
+
+    def end_pod(self, index: int, ending: str) -> str | None:
+        """A Running pod ends the way ``ending`` says (see `ENDINGS`)."""
+        pod = self._pick(index, phase="Running")
+        if pod is None:
+            return None
+        self._end(pod, ending)
+        return pod["metadata"]["name"]
+
+    def _end(self, pod: JSONDict, ending: str) -> JSONDict:
+        now = datetime.now(UTC)
+        if ending.startswith("shutdown:"):
+            _, version, variant = ending.split(":")
+            new = shutdown_pod(pod, version=version, variant=variant, now=now)
+            kind = "shutdown"
+        elif ending == "evicted":
+            new, kind = evicted_pod(pod, now=now), "evicted"
+        elif ending in ("error", "oomkilled"):
+            reason = "Error" if ending == "error" else "OOMKilled"
+            new, kind = failed_pod(pod, reason=reason, now=now), "error"
+        elif ending == "completed":
+            new, kind = succeeded_pod(pod, now=now), "completed"
+        else:
+            raise ValueError(f"unknown ending {ending!r}")
+        updated = self.sim.store.update("pods", new, check_rv=False)
+        model = self._model(updated)
+        model.kind = kind
+        if model.selectable(self.rules):
+            self.figures.zombies += 1
+        self.figures.count(f"end-{kind}")
+        return updated
+
+    def preempt(self, node_index: int, version: str, variant: str) -> int:
+        """A node shuts down: every Running pod on it ends; controllers replace them."""
+        nodes = self.ready_nodes()
+        if len(nodes) < 2:
+            self.add_node()
+            nodes = self.ready_nodes()
+        node = nodes[node_index % len(nodes)]
+        result = self.sim.cluster.preempt(node, version=version, variant=variant)
+        for ref in result.zombies:
+            model = self.models.get(ref.uid)
+            if model is None:
+                current = self.sim.store.get("pods", ref.namespace, ref.name)
+                if current is None:
+                    continue
+                model = self._model(current)
+            model.kind = "shutdown"
+            if model.selectable(self.rules):
+                self.figures.zombies += 1
+        for ref in result.replacements:
+            current = self.sim.store.get("pods", ref.namespace, ref.name)
+            if current is not None:
+                self._model(current)
+        self.add_node()  # the cloud provider brings a fresh node
+        self.figures.count("preempt")
+        return len(result.zombies)
+
+    def replace(self, index: int, ending: str | None) -> str | None:
+        """Someone deletes a pod and a controller recreates the name (new uid).
+
+        With ``ending`` the new pod ends at once (a StatefulSet pod rejected on a node
+        that shuts down): a zombie with the same name as the one before.
+        """
+        pod = self._pick(index)
+        if pod is None:
+            return None
+        meta = pod["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        self._delete(namespace, name)
+        if self.sim.store.get("pods", namespace, name) is not None:
+            return None  # graceful deletion of a running pod: the name is still taken
+        owner = next(iter(meta.get("ownerReferences") or ()), {})
+        kind = owner.get("kind")
+        owner_index = OWNER_KINDS.index(kind) if kind in OWNER_KINDS else len(OWNER_KINDS) - 1
+        precious = (meta.get("labels") or {}).get("tier") == "precious"
+        key = self.create_pod(0, owner_index, name=name, namespace=namespace, precious=precious)
+        if key is None:
+            return None
+        if ending is not None:
+            current = self.sim.store.get("pods", namespace, name)
+            assert current is not None
+            self._end(current, ending)
+        self.figures.count("replace")
+        return key
+
+    def delete_by_other(self, index: int) -> str | None:
+        """A user or the PodGC deletes a pod (gracefully when it is running)."""
+        pod = self._pick(index)
+        if pod is None:
+            return None
+        meta = pod["metadata"]
+        self._delete(meta["namespace"], meta["name"])
+        self.figures.count("delete-by-other")
+        return meta["name"]
+
+    def _delete(self, namespace: str, name: str) -> None:
+        current = self.sim.store.get("pods", namespace, name)
+        if current is None:
+            return
+        model = self._model(current)
+        self.sim.store.delete("pods", namespace, name)
+        if self.sim.store.get("pods", namespace, name) is not None:
+            model.deleting = True
+
+    def set_keep(self, index: int, keep: bool) -> str | None:
+        """A user adds (or removes) the opt-out annotation."""
+        pod = self._pick(index)
+        if pod is None:
+            return None
+        annotations = pod["metadata"].setdefault("annotations", {})
+        annotations["zombied.io/keep"] = "true" if keep else "false"
+        updated = self.sim.store.update("pods", pod, check_rv=False)
+        self._model(updated).keep = keep
+        self.figures.count("annotate")
+        return pod["metadata"]["name"]
+
+    def relabel(self, index: int, precious: bool) -> str | None:
+        """A user moves a pod in or out of zombied's label selector."""
+        pod = self._pick(index)
+        if pod is None:
+            return None
+        pod["metadata"].setdefault("labels", {})["tier"] = "precious" if precious else "normal"
+        updated = self.sim.store.update("pods", pod, check_rv=False)
+        self._model(updated).precious = precious
+        self.figures.count("relabel")
+        return pod["metadata"]["name"]
+
+    # -- the promises ---------------------------------------------------------------------
+
+    def selected(self, obj: JSONDict, at: float | None = None) -> tuple[bool, str]:
+        """Whether zombied's own rules select ``obj`` (and it is due at ``at``)."""
+        try:
+            snapshot = parse_pod(obj)
+        except PodParseError as exc:
+            return False, f"unparsable: {exc.reason}"
+        if snapshot.namespace in EXCLUDED_NAMESPACES:
+            return False, "excluded namespace"
+        if snapshot.labels.get("tier") == "precious":
+            return False, "outside the label selector"
+        verdict = classify(snapshot, self.rules, first_seen=datetime.fromtimestamp(0, UTC))
+        if not verdict.zombie:
+            return False, f"not a zombie ({verdict.skip})"
+        # Timestamps are written with second precision: allow the truncation.
+        due = verdict.due
+        if at is not None and snapshot.terminated_at is not None and due is not None:
+            early = due.timestamp() - at
+            if early > 1e-3:
+                return False, f"deleted {early:.3f}s before due"
+        return True, str(verdict.rule)
+
+    def check_safety(self) -> list[str]:
+        """Invariants (1) and (2) over the deletes accepted since the last call."""
+        found: list[str] = []
+        records = self.sim.deleted
+        decided = {(r.namespace, r.name, r.uid) for r in self.delete_requests}
+        found.extend(
+            f"DELETE {request.namespace}/{request.name} without a uid"
+            for request in self.delete_requests
+            if not request.uid
+        )
+        for record in records[self._checked :]:
+            if record.dry_run or not record.user:
+                continue  # a dry run, or the driver itself deleting
+            self.figures.reaped += 1
+            meta = record.obj["metadata"]
+            what = f"{meta['namespace']}/{meta['name']} uid={meta['uid']}"
+            ok, why = self.selected(record.obj, record.time)
+            if not ok:
+                found.append(f"deleted {what} that no rule selected: {why}")
+            model = self.models.get(meta["uid"])
+            if model is None:
+                found.append(f"deleted {what} that nobody created")
+            elif not model.selectable(self.rules):
+                found.append(f"deleted {what} that the model protects: {model}")
+            if (meta["namespace"], meta["name"], meta["uid"]) not in decided:
+                found.append(f"deleted {what} without a DELETE naming that uid")
+        self._checked = len(records)
+        # A DELETE request naming a uid is only checked once it was accepted, above.
+        self.delete_requests = [r for r in self.delete_requests if r.uid]
+        self.violations.extend(found)
+        self.figures.wrong += len(found)
+        return found
+
+    def pending_zombies(self, *, due_only: bool = True) -> list[str]:
+        """Pods zombied must still delete (selected by its rules, and by the model)."""
+        now = time.time()
+        left = []
+        for pod in self.sim.store.list("pods"):
+            ok, _ = self.selected(pod, now if due_only else None)
+            model = self.models.get(pod["metadata"]["uid"])
+            if ok and (model is None or model.selectable(self.rules)):
+                meta = pod["metadata"]
+                left.append(f"{meta['namespace']}/{meta['name']}")
+        return sorted(left)
+
+    def present_keys(self) -> set[str]:
+        return {
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            for p in self.sim.store.list("pods")
+        }
+
+    def gone_keys(self, queued: Iterable[str]) -> list[str]:
+        """Keys of ``queued`` whose pod does not exist (invariant 4)."""
+        present = self.present_keys()
+        return sorted(key for key in queued if key not in present)

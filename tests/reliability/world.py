@@ -168,7 +168,7 @@ class World:
         """Namespaces, Ready nodes and Running pods."""
         store = self.sim.store
         existing = {n["metadata"]["name"] for n in store.list("namespaces")}
-        for ns in NAMESPACES:
+        for ns in (*NAMESPACES, "default"):
             if ns not in existing:
                 store.create(
                     "namespaces",
@@ -296,8 +296,14 @@ class World:
         self.figures.count(f"end-{kind}")
         return updated
 
-    def preempt(self, node_index: int, version: str, variant: str) -> int:
-        """A node shuts down: every Running pod on it ends; controllers replace them."""
+    def preempt(
+        self, node_index: int, version: str, variant: str, *, remove_node: bool = False
+    ) -> int:
+        """A node shuts down: every Running pod on it ends; controllers replace them.
+
+        A fresh node joins; with ``remove_node`` the shut-down node object goes away
+        (as the cloud provider deletes the VM), so long runs do not pile nodes up.
+        """
         nodes = self.ready_nodes()
         if len(nodes) < 2:
             self.add_node()
@@ -319,6 +325,8 @@ class World:
             if current is not None:
                 self._model(current)
         self.add_node()  # the cloud provider brings a fresh node
+        if remove_node:
+            self.sim.store.delete("nodes", "", node)
         self.figures.count("preempt")
         return len(result.zombies)
 

@@ -1,0 +1,213 @@
+"""Random cluster histories against zombied: search for a wrong delete or a missed zombie.
+
+A hypothesis state machine drives the simulator (pods created, ending every way the
+kubelet ends them, replaced under the same name, deleted by others, annotated,
+relabelled; nodes preempted; watches cut, history compacted, the API server restarted,
+error bursts and slow deletes) while the real daemon runs in-process over real HTTP.
+After every step: nothing was deleted that zombied's rules and the driver's own model
+did not select at that moment, and every delete named the uid zombied decided on.
+At every ``settle`` step and at the end, with faults stopped: every due zombie is gone
+within a bound and the queue holds no key of a pod that is gone.
+
+The simulator and the daemon run on an event loop in a helper thread (an anyio
+blocking portal); every step runs on that loop, so it is atomic for the daemon.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import anyio.from_thread
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from zombied.rules import Rule, RuleSet
+
+from tests.reliability.live import Live, running, settle
+from tests.reliability.profiles import budget
+from tests.reliability.world import ENDINGS, NAMESPACES, OWNER_KINDS, SHUTDOWNS
+
+indexes = st.integers(min_value=0, max_value=63)
+endings = st.sampled_from(ENDINGS)
+
+
+@st.composite
+def rule_sets(draw: st.DrawFn) -> RuleSet:
+    """node-shutdown always on; the other rules sometimes; min ages 0 or a little more."""
+    ages = st.sampled_from([0.0, 0.0, 0.3])
+    rules = [Rule("node-shutdown", draw(ages))]
+    if draw(st.booleans()):
+        rules.append(Rule("evicted", draw(ages)))
+    if draw(st.booleans()):
+        rules.append(Rule("failed", draw(ages)))
+    excluded = frozenset({"Job"}) if draw(st.booleans()) else frozenset()
+    return RuleSet(tuple(rules), excluded)
+
+
+class ClusterHistory(RuleBasedStateMachine):
+    portal: ClassVar[anyio.from_thread.BlockingPortal]
+    histories: ClassVar[int] = 0
+    faults: ClassVar[dict[str, int]] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: Live | None = None
+        self._cm: Any = None
+
+    def _call(self, name: str, *args: Any) -> Any:
+        assert self.live is not None
+        return self.portal.call(getattr(self.live.world, name), *args)
+
+    def _fault(self, name: str) -> None:
+        type(self).faults[name] = type(self).faults.get(name, 0) + 1
+
+    @initialize(rules=rule_sets(), seed=st.integers(0, 2**16), pods=st.integers(4, 12))
+    def start(self, rules: RuleSet, seed: int, pods: int) -> None:
+        type(self).histories += 1
+        self._cm = self.portal.wrap_async_context_manager(running(rules, seed=seed, pods=pods))
+        self.live = self._cm.__enter__()
+
+    # -- the cluster ----------------------------------------------------------------
+
+    @rule(ns=indexes, owner=indexes, precious=st.booleans())
+    def create_pod(self, ns: int, owner: int, precious: bool) -> None:
+        assert self.live is not None
+        self.portal.call(
+            lambda: self.live.world.create_pod(  # type: ignore[union-attr]
+                ns % len(NAMESPACES), owner % len(OWNER_KINDS), precious=precious
+            )
+        )
+
+    @rule(index=indexes, ending=endings)
+    def end_pod(self, index: int, ending: str) -> None:
+        self._call("end_pod", index, ending)
+
+    @rule(node=indexes, how=st.sampled_from(SHUTDOWNS))
+    def preempt(self, node: int, how: tuple[str, str]) -> None:
+        self._call("preempt", node, *how)
+
+    @rule(index=indexes, ending=st.none() | endings)
+    def replace(self, index: int, ending: str | None) -> None:
+        self._call("replace", index, ending)
+
+    @rule(index=indexes)
+    def delete_by_other(self, index: int) -> None:
+        self._call("delete_by_other", index)
+
+    @rule(index=indexes, keep=st.booleans())
+    def set_keep(self, index: int, keep: bool) -> None:
+        self._call("set_keep", index, keep)
+
+    @rule(index=indexes, precious=st.booleans())
+    def relabel(self, index: int, precious: bool) -> None:
+        self._call("relabel", index, precious)
+
+    @rule(seconds=st.sampled_from([0.005, 0.02, 0.1, 0.3]))
+    def time_passes(self, seconds: float) -> None:
+        # Pacing the history, not synchronisation: zombied acts while time passes.
+        time.sleep(seconds)
+
+    # -- the API server -------------------------------------------------------------
+
+    @rule()
+    def cut_watches(self) -> None:
+        assert self.live is not None
+        self._fault("watch cut")
+        self.portal.call(self.live.sim.faults.cut_watches)
+
+    @rule(cut=st.booleans())
+    def compact(self, cut: bool) -> None:
+        assert self.live is not None
+        self._fault("compaction")
+        self.portal.call(self.live.sim.compact)
+        if cut:
+            self.portal.call(self.live.sim.faults.cut_watches)
+
+    @rule()
+    def restart_api_server(self) -> None:
+        assert self.live is not None
+        self._fault("api server restart")
+        self.portal.call(self.live.sim.restart)
+
+    @rule(
+        verb=st.sampled_from(["delete", "list", "watch", "*"]),
+        status=st.sampled_from([500, 503, 429]),
+        count=st.integers(1, 3),
+        retry_after=st.sampled_from([0.05, 0.3]),
+    )
+    def error_burst(self, verb: str, status: int, count: int, retry_after: float) -> None:
+        assert self.live is not None
+        self._fault(f"{status} burst")
+        faults = self.live.sim.faults
+        self.portal.call(
+            lambda: faults.add_error(
+                verb,
+                "pods",
+                status=status,
+                count=count,
+                retry_after=retry_after if status == 429 else None,
+            )
+        )
+
+    @rule(seconds=st.sampled_from([0.02, 0.1]))
+    def slow_deletes(self, seconds: float) -> None:
+        assert self.live is not None
+        self._fault("delete latency")
+        faults = self.live.sim.faults
+        self.portal.call(lambda: faults.add_latency("delete", "pods", seconds))
+
+    @precondition(lambda self: self.live is not None)
+    @rule()
+    def settle(self) -> None:
+        self._settle()
+
+    def _settle(self) -> None:
+        assert self.live is not None
+        self.portal.call(settle, self.live)
+
+    # -- the promises ---------------------------------------------------------------
+
+    @invariant()
+    def nothing_wrong_deleted(self) -> None:
+        if self.live is None:
+            return
+        violations = self._call("check_safety")
+        assert not violations, "\n".join(violations)
+
+    def teardown(self) -> None:
+        if self._cm is None:
+            return
+        try:
+            self._settle()
+            self.nothing_wrong_deleted()
+        finally:
+            self._cm.__exit__(None, None, None)
+            self._cm = None
+            self.live = None
+
+
+@pytest.fixture(scope="module")
+def portal() -> Iterator[anyio.from_thread.BlockingPortal]:
+    with anyio.from_thread.start_blocking_portal("asyncio") as blocking_portal:
+        yield blocking_portal
+
+
+def test_random_cluster_histories(portal: anyio.from_thread.BlockingPortal) -> None:
+    ClusterHistory.portal = portal
+    ClusterHistory.histories = 0
+    ClusterHistory.faults = {}
+    started = time.monotonic()
+    run_state_machine_as_test(ClusterHistory, settings=budget())
+    print(
+        f"\nproperty: {ClusterHistory.histories} histories in "
+        f"{time.monotonic() - started:.1f}s, faults injected: {ClusterHistory.faults}"
+    )

@@ -397,7 +397,14 @@ class Reaper:
         elif outcome.action is Action.RETRY_AFTER and outcome.retry_after is not None:
             queue.add(key, outcome.retry_after)
         else:
-            queue.add(key, self._backoffs.setdefault(key, Backoff()).next())
+            backoff = self._backoffs.get(key)
+            if backoff is None:
+                # A key whose pod vanished while it waited never comes back to a worker:
+                # drop such state whenever new state is made, so it stays bounded.
+                for stale in [k for k in self._backoffs if cache.get(k) is None]:
+                    del self._backoffs[stale]
+                backoff = self._backoffs[key] = Backoff()
+            queue.add(key, backoff.next())
         return outcome
 
 

@@ -67,3 +67,32 @@ async def test_replaced_under_the_same_name_while_the_delete_is_in_flight() -> N
         assert (replacement.get("status") or {}).get("phase") == "Running"
         await settle(live)
         assert world.check_safety() == []
+
+
+async def test_no_backoff_state_kept_for_a_pod_deleted_by_someone_else() -> None:
+    """Per-pod retry state must go with the pod, or a long run leaks one entry per pod.
+
+    The delete fails (503), the key waits in backoff, then someone else deletes the pod:
+    the key never comes back to a worker, so its backoff must be dropped anyway.
+    """
+    async with running(NODE_SHUTDOWN, pods=3) as live:
+        world, sim = live.world, live.sim
+        reaper = live.daemon.reaper
+        assert reaper is not None
+        sim.faults.add_error("delete", "pods", status=503)
+        for _ in range(3):
+            world.end_pod(0, "shutdown:1.22:terminated")
+        await eventually(lambda: len(world.delete_requests) >= 2, message="failed DELETEs")
+        for _ in range(3):
+            world.delete_by_other(0)
+        sim.faults.clear()
+        await settle(live)
+        # A later failure of another pod gives the reaper a chance to tidy up.
+        rule = sim.faults.add_error("delete", "pods", status=503, count=1)
+        world.create_pod(0, 0)
+        world.end_pod(0, "shutdown:1.26:terminated")
+        await eventually(lambda: rule.fired, message="the second pod's failed DELETE")
+        await settle(live)
+        held = set(reaper._backoffs)
+        assert not held - world.present_keys(), held
+        assert world.check_safety() == []

@@ -57,6 +57,7 @@ class ClusterHistory(RuleBasedStateMachine):
     portal: ClassVar[anyio.from_thread.BlockingPortal]
     histories: ClassVar[int] = 0
     faults: ClassVar[dict[str, int]] = {}
+    totals: ClassVar[dict[str, int]] = {}
 
     def __init__(self) -> None:
         super().__init__()
@@ -190,6 +191,13 @@ class ClusterHistory(RuleBasedStateMachine):
             self._settle()
             self.nothing_wrong_deleted()
         finally:
+            figures = self.live.world.figures if self.live is not None else None
+            if figures is not None:
+                totals = type(self).totals
+                for name, value in (("zombies", figures.zombies), ("reaped", figures.reaped)):
+                    totals[name] = totals.get(name, 0) + value
+                for name, value in figures.actions.items():
+                    totals[name] = totals.get(name, 0) + value
             self._cm.__exit__(None, None, None)
             self._cm = None
             self.live = None
@@ -205,9 +213,11 @@ def test_random_cluster_histories(portal: anyio.from_thread.BlockingPortal) -> N
     ClusterHistory.portal = portal
     ClusterHistory.histories = 0
     ClusterHistory.faults = {}
+    ClusterHistory.totals = {}
     started = time.monotonic()
     run_state_machine_as_test(ClusterHistory, settings=budget())
     print(
         f"\nproperty: {ClusterHistory.histories} histories in "
-        f"{time.monotonic() - started:.1f}s, faults injected: {ClusterHistory.faults}"
+        f"{time.monotonic() - started:.1f}s, faults injected: {ClusterHistory.faults}, "
+        f"cluster: {ClusterHistory.totals}"
     )

@@ -1,0 +1,388 @@
+"""WorkQueue: client-go workqueue semantics on the event loop's (fake) clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+import pytest
+from zombied.queue import QueueClosed, WorkQueue
+
+pytestmark = pytest.mark.looptime
+
+
+def now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+async def get_now(queue: WorkQueue[str]) -> str:
+    """Take a key that must already be due: fails instead of waiting."""
+    with anyio.fail_after(0):
+        return await queue.get()
+
+
+async def test_immediate_key_is_handed_out() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    assert len(queue) == 1
+    assert await get_now(queue) == "a"
+    assert queue.depth == 0
+    assert queue.processing == 1
+    queue.done("a")
+    assert queue.processing == 0
+
+
+async def test_delayed_key_waits_until_due() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    start = now()
+    queue.add("a", delay=30)
+    assert queue.due_at("a") == start + 30
+    assert await queue.get() == "a"
+    assert now() - start == pytest.approx(30)
+
+
+async def test_due_order_not_insertion_order() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    start = now()
+    queue.add("late", 20)
+    queue.add("early", 10)
+    queue.add("now")
+    queue.add("also-now")
+    got = [await queue.get() for _ in range(4)]
+    assert got == ["now", "also-now", "early", "late"]
+    assert now() - start == pytest.approx(20)
+
+
+async def test_key_is_queued_once() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for _ in range(5):
+        queue.add("a")
+    assert len(queue) == 1
+    assert await get_now(queue) == "a"
+    with pytest.raises(TimeoutError), anyio.fail_after(100):
+        await queue.get()
+
+
+async def test_earlier_readd_moves_key_earlier_later_keeps_earlier() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    start = now()
+    queue.add("a", 60)
+    queue.add("a", 10)
+    queue.add("a", 40)
+    assert queue.due_at("a") == start + 10
+    assert len(queue) == 1
+    assert await queue.get() == "a"
+    assert now() - start == pytest.approx(10)
+    queue.done("a")
+    with pytest.raises(TimeoutError), anyio.fail_after(100):
+        await queue.get()  # the superseded 60 s entry must not resurface
+
+
+async def test_readd_while_processing_comes_back_after_done() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    assert await get_now(queue) == "a"
+    queue.add("a")
+    queue.add("a", 5)
+    assert queue.depth == 1
+    assert "a" in queue
+    with pytest.raises(TimeoutError), anyio.fail_after(100):
+        await queue.get()  # still processing: never handed out twice
+    queue.done("a")
+    assert await get_now(queue) == "a"
+
+
+async def test_dirty_readd_keeps_its_delay() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    await get_now(queue)
+    queue.add("a", 10)
+    queue.add("a", 20)
+    start = now()
+    queue.done("a")
+    assert await queue.get() == "a"
+    assert now() - start == pytest.approx(10)
+
+
+async def test_done_of_unknown_key_is_ignored() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.done("nope")
+    queue.add("a")
+    queue.done("a")  # not processing yet: stays queued
+    assert await get_now(queue) == "a"
+
+
+async def test_forget_removes_waiting_and_dirty() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("gone", 5)
+    queue.add("kept", 10)
+    queue.forget("gone")
+    queue.forget("never-added")
+    assert len(queue) == 1
+    assert "gone" not in queue
+    assert queue.due_at("gone") is None
+    start = now()
+    assert await queue.get() == "kept"
+    assert now() - start == pytest.approx(10)
+    queue.add("kept")  # dirty
+    queue.forget("kept")
+    assert queue.is_processing("kept")
+    queue.done("kept")
+    assert len(queue) == 0
+    with pytest.raises(TimeoutError), anyio.fail_after(100):
+        await queue.get()
+
+
+async def test_forget_then_add_again() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a", 5)
+    queue.forget("a")
+    queue.add("a", 50)
+    start = now()
+    assert await queue.get() == "a"
+    assert now() - start == pytest.approx(50)
+
+
+async def test_waiter_wakes_for_an_earlier_key() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    start = now()
+    queue.add("late", 100)
+    got: list[tuple[str, float]] = []
+
+    async def worker() -> None:
+        key = await queue.get()
+        got.append((key, now() - start))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        await anyio.sleep(1)
+        queue.add("early", 5)
+    assert got == [("early", pytest.approx(6))]
+
+
+async def test_waiter_blocks_on_empty_queue_until_add() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    got: list[str] = []
+
+    async def worker() -> None:
+        got.append(await queue.get())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        await anyio.sleep(3600)
+        assert got == []
+        queue.add("a")
+    assert got == ["a"]
+
+
+async def test_cancelled_get_loses_nothing() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a", 10)
+    with anyio.move_on_after(5):
+        await queue.get()
+    assert len(queue) == 1
+    assert queue.processing == 0
+    assert await queue.get() == "a"
+
+
+async def test_callbacks_report_depth_and_wait() -> None:
+    depths: list[int] = []
+    waits: list[float] = []
+    queue: WorkQueue[str] = WorkQueue(on_depth=depths.append, on_wait=waits.append)
+    queue.add("a", 10)
+    queue.add("b")
+    queue.add("b")  # no change, no report
+    assert depths == [1, 2]
+    await anyio.sleep(3)
+    assert await get_now(queue) == "b"
+    assert waits == [pytest.approx(3)]
+    assert await queue.get() == "a"
+    assert waits[-1] == pytest.approx(0)
+    assert depths == [1, 2, 1, 0]
+    queue.add("a")  # dirty counts as waiting
+    assert depths[-1] == 1
+    queue.done("a")
+    queue.done("b")
+    assert depths[-1] == 1
+
+
+async def test_shutdown_without_drain_wakes_every_waiter() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("due-later", 100)
+    closed = 0
+
+    async def worker() -> None:
+        nonlocal closed
+        with pytest.raises(QueueClosed):
+            await queue.get()
+        closed += 1
+
+    start = now()
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(worker)
+        await anyio.sleep(1)
+        queue.shut_down(drain=False)
+    assert closed == 3
+    assert now() - start == pytest.approx(1)
+    queue.add("x")  # ignored once closed
+    with pytest.raises(QueueClosed):
+        await queue.get()
+
+
+async def test_shutdown_without_drain_drops_due_keys() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    queue.shut_down(drain=False)
+    assert queue.closed
+    with pytest.raises(QueueClosed):
+        await queue.get()
+
+
+async def test_drain_hands_out_due_keys_then_closes() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    queue.add("b")
+    queue.add("later", 10)
+    queue.shut_down(drain=True)
+    start = now()
+    assert {await get_now(queue), await get_now(queue)} == {"a", "b"}
+    with pytest.raises(QueueClosed):
+        await queue.get()
+    assert now() == start
+    assert len(queue) == 1  # not due: left for the next instance
+
+
+async def test_drain_waits_for_due_dirty_readd() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    assert await get_now(queue) == "a"
+    queue.add("a")  # re-added while processing, due now
+    queue.shut_down(drain=True)
+    got: list[str] = []
+
+    async def worker() -> None:
+        got.append(await queue.get())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        await anyio.sleep(1)
+        assert got == []
+        queue.done("a")
+    assert got == ["a"]
+    queue.done("a")
+    with pytest.raises(QueueClosed):
+        await queue.get()
+
+
+async def test_drain_closes_when_processing_ends_without_readd() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    await get_now(queue)
+    queue.add("a", 30)  # retry later: not due during the drain
+    queue.shut_down(drain=True)
+    with pytest.raises(QueueClosed):
+        await queue.get()
+
+
+async def test_drain_accepts_due_requeue_from_a_worker() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    queue.shut_down(drain=True)
+    assert await get_now(queue) == "a"
+    queue.add("a")
+    queue.done("a")
+    assert await get_now(queue) == "a"
+
+
+async def test_shutdown_escalation() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    queue.shut_down(drain=True)
+    queue.shut_down(drain=False)
+    with pytest.raises(QueueClosed):
+        await queue.get()
+    queue.shut_down(drain=True)  # cannot un-escalate
+    with pytest.raises(QueueClosed):
+        await queue.get()
+
+
+async def test_workers_never_share_a_key() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    keys = [f"k{i}" for i in range(10)]
+    active: set[str] = set()
+    handled: dict[str, int] = dict.fromkeys(keys, 0)
+    overlap: list[str] = []
+
+    async def worker() -> None:
+        while True:
+            try:
+                key = await queue.get()
+            except QueueClosed:
+                return
+            if key in active:
+                overlap.append(key)
+            active.add(key)
+            await anyio.sleep(1.5)
+            active.discard(key)
+            handled[key] += 1
+            queue.done(key)
+
+    async def producer() -> None:
+        for step in range(40):
+            for i, key in enumerate(keys):
+                if (step + i) % 3 == 0:
+                    queue.add(key, delay=(step % 4) * 0.5)
+            await anyio.sleep(0.5)
+        await anyio.sleep(30)
+        queue.shut_down(drain=True)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(worker)
+        tg.start_soon(producer)
+    assert overlap == []
+    assert all(count > 0 for count in handled.values())
+    assert queue.processing == 0
+    assert len(queue) == 0
+
+
+async def test_every_added_key_is_processed_after_its_last_add() -> None:
+    # The dirty-set guarantee: an add() is never lost, even during processing.
+    queue: WorkQueue[int] = WorkQueue()
+    last_add: dict[int, float] = {}
+    last_start: dict[int, float] = {}
+
+    async def worker() -> None:
+        while True:
+            try:
+                key = await queue.get()
+            except QueueClosed:
+                return
+            last_start[key] = now()
+            await anyio.sleep(0.7)
+            queue.done(key)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(worker)
+        for step in range(60):
+            key = step % 5
+            queue.add(key)
+            last_add[key] = now()
+            await anyio.sleep(0.3)
+        await anyio.sleep(10)
+        queue.shut_down(drain=True)
+    assert all(last_start[key] >= added for key, added in last_add.items())
+
+
+async def test_many_forgets_keep_the_heap_small() -> None:
+    queue: WorkQueue[int] = WorkQueue()
+    for i in range(1000):
+        queue.add(i, 10 + i)
+        queue.add(i, 5)  # moved earlier: leaves a stale heap entry behind
+        queue.forget(i)
+    assert len(queue) == 0
+    assert len(queue._heap) < 200
+    queue.add(7, 1)
+    assert await queue.get() == 7

@@ -1,0 +1,110 @@
+"""TokenBucket: rate, burst and FIFO fairness on fake loop time."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import anyio
+import anyio.lowlevel
+import pytest
+from zombied.ratelimit import TokenBucket
+
+pytestmark = pytest.mark.looptime
+
+
+def now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+async def test_burst_is_free_then_qps() -> None:
+    bucket = TokenBucket(qps=5, burst=10)
+    start = now()
+    times = []
+    for _ in range(20):
+        await bucket.acquire()
+        times.append(now() - start)
+    assert times[:10] == [0] * 10
+    assert times[10:] == [pytest.approx(0.2 * i) for i in range(1, 11)]
+
+
+async def test_refills_up_to_burst_only() -> None:
+    bucket = TokenBucket(qps=2, burst=3)
+    for _ in range(3):
+        await bucket.acquire()
+    await anyio.sleep(100)
+    assert bucket.tokens() == 3
+    start = now()
+    for _ in range(4):
+        await bucket.acquire()
+    assert now() - start == pytest.approx(0.5)
+
+
+async def test_try_acquire() -> None:
+    bucket = TokenBucket(qps=1, burst=1)
+    assert bucket.try_acquire()
+    assert not bucket.try_acquire()
+    await anyio.sleep(1)
+    assert bucket.try_acquire()
+
+
+async def test_waiters_are_served_in_arrival_order() -> None:
+    bucket = TokenBucket(qps=10, burst=1)
+    await bucket.acquire()
+    order: list[tuple[int, float]] = []
+    start = now()
+
+    async def waiter(i: int) -> None:
+        await bucket.acquire()
+        order.append((i, now() - start))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(5):
+            tg.start_soon(waiter, i)
+            await anyio.lowlevel.checkpoint()
+        await anyio.sleep(0.05)
+        assert bucket.waiting == 5
+        assert not bucket.try_acquire()  # no jumping the queue
+    assert [i for i, _ in order] == [0, 1, 2, 3, 4]
+    assert [t for _, t in order] == [pytest.approx(0.1 * (i + 1)) for i in range(5)]
+
+
+async def test_cancelled_waiter_does_not_block_the_next() -> None:
+    bucket = TokenBucket(qps=1, burst=1)
+    await bucket.acquire()
+    done: list[str] = []
+
+    async def waiter(name: str) -> None:
+        await bucket.acquire()
+        done.append(name)
+
+    start = now()
+    async with anyio.create_task_group() as tg, anyio.create_task_group() as doomed:
+        doomed.start_soon(waiter, "cancelled")
+        await anyio.lowlevel.checkpoint()
+        tg.start_soon(waiter, "second")
+        await anyio.sleep(0.5)
+        doomed.cancel_scope.cancel()
+    assert done == ["second"]
+    assert now() - start == pytest.approx(1)
+    assert bucket.waiting == 0
+
+
+async def test_long_run_rate() -> None:
+    bucket = TokenBucket(qps=50, burst=5)
+    start = now()
+
+    async def worker() -> None:
+        for _ in range(100):
+            await bucket.acquire()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(worker)
+    assert now() - start == pytest.approx((400 - 5) / 50, rel=1e-3)
+
+
+@pytest.mark.parametrize(("qps", "burst"), [(0, 1), (-1, 1), (math.inf, 1), (math.nan, 1), (1, 0)])
+async def test_invalid(qps: float, burst: int) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        TokenBucket(qps, burst)

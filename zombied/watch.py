@@ -445,6 +445,7 @@ class Watcher:
         forgotten = self.cache.reconcile(self.scope, snapshots)
         self._resource_version = resource_version
         self._saw_event()
+        self._backoff.reset()
         if self.state.forbidden is not None:
             self._log.info("watch.permitted", rule=self.state.forbidden)
         self.state.forbidden = None
@@ -479,6 +480,10 @@ class Watcher:
         async with response:
             await raise_for_status(response)
             self._saw_event()
+            # An established stream is a success: a drop later is a new first failure,
+            # else a connection that flaps now and then makes the watch blind for up to
+            # the backoff cap after each drop.
+            self._backoff.reset()
             inactivity = timeout + _INACTIVITY_MARGIN
             with anyio.CancelScope(deadline=anyio.current_time() + inactivity) as guard:
                 buffer = b""

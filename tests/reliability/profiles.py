@@ -24,7 +24,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "nightly",
-    max_examples=300,
+    max_examples=200,
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=_SLOW_OK,

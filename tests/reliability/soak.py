@@ -23,6 +23,7 @@ import random
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,8 @@ class SoakResult:
     leader_kills: int = 0
     rss_start: int = 0
     rss_end: int = 0
+    #: Growth of memory allocated by zombied's own modules (``--trace-memory`` only).
+    zombied_heap_growth: int | None = None
     faults: dict[str, int] = field(default_factory=dict)
     actions: dict[str, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
@@ -64,11 +67,15 @@ class SoakResult:
 
     def line(self) -> str:
         faults = ",".join(f"{k}={v}" for k, v in sorted(self.faults.items()))
+        heap = ""
+        if self.zombied_heap_growth is not None:
+            heap = f" zombied_heap_kib={self.zombied_heap_growth / 1024:+.0f}"
         return (
             f"soak {self.seconds:.0f}s: zombies={self.zombies} reaped={self.reaped} "
             f"missed={self.missed} wrong={self.wrong} stale_keys={self.stale} "
             f"restarts=api:{self.api_restarts},leader:{self.leader_kills} "
-            f"rss_mib={self.rss_start / 2**20:.1f}->{self.rss_end / 2**20:.1f} faults[{faults}]"
+            f"rss_mib={self.rss_start / 2**20:.1f}->{self.rss_end / 2**20:.1f}{heap} "
+            f"faults[{faults}]"
         )
 
 
@@ -125,8 +132,15 @@ class Replica:
         await self._done.wait()
 
 
-async def run_soak(seconds: float, *, seed: int = 0, quiet: bool = False) -> SoakResult:
-    """Run the soak for ``seconds`` of chaos; return the figures."""
+async def run_soak(
+    seconds: float, *, seed: int = 0, quiet: bool = False, trace_memory: bool = False
+) -> SoakResult:
+    """Run the soak for ``seconds`` of chaos; return the figures.
+
+    The replicas share the process with the simulator, whose request log, history and
+    deleted objects grow by design: ``trace_memory`` also measures the growth of what
+    zombied's own modules allocated (slower).
+    """
     rng = random.Random(seed)
     result = SoakResult(seconds)
     process = psutil.Process()
@@ -139,8 +153,11 @@ async def run_soak(seconds: float, *, seed: int = 0, quiet: bool = False) -> Soa
             replicas = [Replica(f"zombied-{i}", kubeconfig) for i in range(2)]
             for replica in replicas:
                 await tg.start(replica.run)
+            if trace_memory:
+                tracemalloc.start()
             gc.collect()
             result.rss_start = process.memory_info().rss
+            start_heap = tracemalloc.take_snapshot() if trace_memory else None
             with anyio.move_on_after(seconds):
                 async with anyio.create_task_group() as drivers:
                     drivers.start_soon(_cluster_driver, world, rng)
@@ -149,6 +166,9 @@ async def run_soak(seconds: float, *, seed: int = 0, quiet: bool = False) -> Soa
             await _settle(sim, world, replicas, tg, result)
             gc.collect()
             result.rss_end = process.memory_info().rss
+            if start_heap is not None:
+                result.zombied_heap_growth = _own_growth(start_heap, tracemalloc.take_snapshot())
+                tracemalloc.stop()
             for replica in replicas:
                 replica.kill(drain=True)
             for replica in replicas:
@@ -296,14 +316,29 @@ async def _settle(
     result.stale = len(left) - result.missed
 
 
+def _own_growth(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot) -> int:
+    """Bytes more held by allocations made in zombied's modules (not the simulator's)."""
+    own = f"{os.sep}zombied{os.sep}"
+    sim = f"{own}sim{os.sep}"
+    return sum(
+        stat.size_diff
+        for stat in after.compare_to(before, "filename")
+        if own in str(stat.traceback[0].filename) and sim not in str(stat.traceback[0].filename)
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.reliability.soak", description=__doc__)
     parser.add_argument(
         "--seconds", type=float, default=float(os.environ.get("SOAK_S") or 600), help="chaos time"
     )
     parser.add_argument("--seed", type=int, default=int(time.time()), help="randomness seed")
+    parser.add_argument(
+        "--trace-memory", action="store_true", help="also measure zombied's own heap growth"
+    )
     args = parser.parse_args(argv)
-    result = anyio.run(functools.partial(run_soak, args.seconds, seed=args.seed), backend="asyncio")
+    run = functools.partial(run_soak, args.seconds, seed=args.seed, trace_memory=args.trace_memory)
+    result = anyio.run(run, backend="asyncio")
     print(result.line() + f" seed={args.seed}")
     return 0 if result.missed == 0 and result.wrong == 0 and result.stale == 0 else 1
 

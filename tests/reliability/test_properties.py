@@ -33,7 +33,7 @@ from hypothesis.stateful import (
 from zombied.rules import Rule, RuleSet
 
 from tests.reliability.live import Live, running, settle
-from tests.reliability.profiles import budget
+from tests.reliability.profiles import budget, profile_name
 from tests.reliability.world import ENDINGS, NAMESPACES, OWNER_KINDS, SHUTDOWNS
 
 indexes = st.integers(min_value=0, max_value=63)
@@ -133,11 +133,11 @@ class ClusterHistory(RuleBasedStateMachine):
         if cut:
             self.portal.call(self.live.sim.faults.cut_watches)
 
-    @rule()
-    def restart_api_server(self) -> None:
+    @rule(down_for=st.sampled_from([0.0, 0.0, 0.2]))
+    def restart_api_server(self, down_for: float) -> None:
         assert self.live is not None
         self._fault("api server restart")
-        self.portal.call(self.live.sim.restart)
+        self.portal.call(self.live.sim.restart, down_for)
 
     @rule(
         verb=st.sampled_from(["delete", "list", "watch", "*"]),
@@ -209,6 +209,7 @@ def portal() -> Iterator[anyio.from_thread.BlockingPortal]:
         yield blocking_portal
 
 
+@pytest.mark.timeout(1800 if profile_name() == "nightly" else 600)
 def test_random_cluster_histories(portal: anyio.from_thread.BlockingPortal) -> None:
     ClusterHistory.portal = portal
     ClusterHistory.histories = 0

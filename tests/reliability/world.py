@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -265,16 +265,16 @@ class World:
         self.figures.count("pod-created")
         return f"{namespace}/{name}"
 
-    def end_pod(self, index: int, ending: str) -> str | None:
-        """A Running pod ends the way ``ending`` says (see `ENDINGS`)."""
+    def end_pod(self, index: int, ending: str, *, ago: float = 0.0) -> str | None:
+        """A Running pod ends the way ``ending`` says (see `ENDINGS`), ``ago`` seconds ago."""
         pod = self._pick(index, phase="Running")
         if pod is None:
             return None
-        self._end(pod, ending)
+        self._end(pod, ending, ago=ago)
         return pod["metadata"]["name"]
 
-    def _end(self, pod: JSONDict, ending: str) -> JSONDict:
-        now = datetime.now(UTC)
+    def _end(self, pod: JSONDict, ending: str, *, ago: float = 0.0) -> JSONDict:
+        now = datetime.now(UTC) - timedelta(seconds=ago)
         if ending.startswith("shutdown:"):
             _, version, variant = ending.split(":")
             new = shutdown_pod(pod, version=version, variant=variant, now=now)

@@ -74,7 +74,7 @@ bench: $(STAMP)
 
 # The soak runs for SOAK_S seconds; the per-test timeout leaves room for setup and drain.
 soak: $(STAMP)
-	SOAK_S=$(SOAK_S) $(PYTEST) tests/reliability --timeout=$$(( $(SOAK_S) + 300 )) -p no:cacheprovider
+	SOAK_S=$(SOAK_S) $(PYTEST) tests/reliability -s --timeout=$$(( $(SOAK_S) + 300 )) -p no:cacheprovider
 
 image: $(STAMP)
 	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
+from zombied.config import Config, load_config
 
 from .manifests import (
     BASE,
@@ -55,6 +56,22 @@ def base() -> list[Obj]:
 @pytest.fixture(scope="module")
 def namespaced() -> list[Obj]:
     return render(NAMESPACED)
+
+
+def _config(objects: list[Obj]) -> Config:
+    """The configuration the Deployment's arguments give zombied, as the kubelet runs it."""
+    main = container(objects)
+    env = {item["name"]: "zombied" for item in main["env"] if item["name"] == "POD_NAMESPACE"}
+    args = [arg.replace("$(POD_NAMESPACE)", env["POD_NAMESPACE"]) for arg in main["args"]]
+    return load_config(args[0], args[1:], {})
+
+
+def test_deployment_arguments_are_valid_zombied_options(rendered: list[Obj]) -> None:
+    config = _config(rendered)
+    assert config.command == "run"
+    assert config.leader_elect
+    assert config.lease_namespace == "zombied"
+    assert config.log_format == "json"
 
 
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
@@ -102,8 +119,7 @@ def test_probes_point_at_health_and_readiness(rendered: list[Obj]) -> None:
     assert ports == {"http": 8080}
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    listen_port = flag_value(main["args"], "--listen-port")
-    assert listen_port in (None, "8080")
+    assert _config(rendered).listen_port == 8080
 
 
 def test_metrics_are_scrapeable(rendered: list[Obj]) -> None:
@@ -119,12 +135,11 @@ def test_metrics_are_scrapeable(rendered: list[Obj]) -> None:
 
 def test_grace_period_outlasts_the_drain_timeout(rendered: list[Obj]) -> None:
     pod_spec = one(rendered, "Deployment", "zombied")["spec"]["template"]["spec"]
-    drain = flag_value(container(rendered)["args"], "--drain-timeout")
-    assert drain is not None, "set --drain-timeout explicitly, below the grace period"
-    drain_seconds = float(drain.removesuffix("s"))
+    assert flag_value(container(rendered)["args"], "--drain-timeout") is not None
+    drain = _config(rendered).drain_timeout
     # The kubelet's SIGKILL must come after zombied has drained and exited on its own.
-    assert pod_spec["terminationGracePeriodSeconds"] >= drain_seconds + 5
-    assert (pod_spec["terminationGracePeriodSeconds"], drain_seconds) == (30, 20.0)
+    assert pod_spec["terminationGracePeriodSeconds"] >= drain + 5
+    assert (pod_spec["terminationGracePeriodSeconds"], drain) == (30, 20.0)
 
 
 def test_security_context_is_locked_down(rendered: list[Obj]) -> None:
@@ -213,6 +228,7 @@ def test_leader_election_role_is_limited_to_its_lease(rendered: list[Obj]) -> No
         ("coordination.k8s.io", "leases", "get", ("zombied",)),
         ("coordination.k8s.io", "leases", "update", ("zombied",)),
     }
+    assert _config(rendered).lease_name == "zombied"
     binding = one(rendered, "RoleBinding", "zombied-leader-election")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "zombied", "namespace": "zombied"}
@@ -236,6 +252,7 @@ def test_namespaced_overlay_grants_only_the_watched_namespaces(namespaced: list[
     watched = flag_value(container(namespaced)["args"], "--namespaces")
     assert watched is not None
     assert tuple(watched.split(",")) == OVERLAY_NAMESPACES
+    assert _config(namespaced).namespaces == OVERLAY_NAMESPACES
     roles = {
         role["metadata"]["namespace"]: role
         for role in find(namespaced, "Role")

@@ -1,0 +1,99 @@
+"""The README says what the code does.
+
+It opens with the two commands that work on a fresh machine; its configuration and
+metrics references are the ones the code generates; every flag, environment variable
+and ``zombied`` command line it shows is accepted by the real option parser.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from zombied.config import OPTIONS, build_parser, load_config
+
+from . import readme_sections
+from .manifests import ROOT
+
+README = ROOT / "README.md"
+COMMANDS_WITH_OPTIONS = ("run", "scan")
+#: Flags the README mentions that belong to other programs (kubectl, the controller manager).
+FOREIGN_FLAGS = frozenset({"--field-selector", "--all-namespaces", "--terminated-pod-gc-threshold"})
+
+
+@pytest.fixture(scope="module")
+def text() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def _flags(command: str) -> set[str]:
+    parser = build_parser(command)
+    return {flag for action in parser._actions for flag in action.option_strings}
+
+
+def _code_blocks(text: str) -> Iterator[str]:
+    yield from re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def test_opens_with_demo_and_test(text: str) -> None:
+    before_first_section = text.split("\n## ", 1)[0]
+    first_block = next(_code_blocks(before_first_section))
+    commands = [line.split("#")[0].strip() for line in first_block.splitlines()]
+    assert commands[:2] == ["make demo", "make test"]
+    assert text.index("make demo") < text.index("\n## ")
+
+
+@pytest.mark.parametrize("name", sorted(readme_sections.SECTIONS))
+def test_generated_section_matches_the_code(text: str, name: str) -> None:
+    expected = readme_sections.SECTIONS[name]().strip()
+    assert expected, f"{name}: the generator produced nothing"
+    assert readme_sections.section(text, name) == expected, (
+        f"README section {name} is stale: run `make docs`"
+    )
+
+
+def test_render_is_idempotent(text: str) -> None:
+    assert readme_sections.render(readme_sections.render(text)) == readme_sections.render(text)
+
+
+def test_every_flag_mentioned_exists(text: str) -> None:
+    known = set().union(*(_flags(command) for command in COMMANDS_WITH_OPTIONS))
+    mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
+    unknown = mentioned - known - FOREIGN_FLAGS
+    assert not unknown, f"README mentions flags zombied does not have: {sorted(unknown)}"
+
+
+def test_every_environment_variable_mentioned_exists(text: str) -> None:
+    known = {option.env for option in OPTIONS}
+    mentioned = set(re.findall(r"\bZOMBIED_[A-Z0-9_]+", text))
+    assert mentioned, "the README should show at least one environment variable"
+    assert mentioned <= known, sorted(mentioned - known)
+
+
+def test_every_zombied_command_line_shown_parses(text: str) -> None:
+    shown = [
+        shlex.split(line.split(" #")[0])
+        for block in _code_blocks(text)
+        for line in block.splitlines()
+        if line.startswith("zombied ")
+    ]
+    assert shown
+    for argv in shown:
+        command = argv[1]
+        if command in COMMANDS_WITH_OPTIONS:
+            load_config(command, argv[2:], {})
+        else:
+            assert command in ("version", "sim"), argv
+
+
+def test_every_config_file_shown_loads(text: str, tmp_path: Path) -> None:
+    blocks = re.findall(r"^```yaml\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
+    assert blocks, "the README should show a --config file"
+    for index, block in enumerate(blocks):
+        path = tmp_path / f"config-{index}.yaml"
+        path.write_text(block, encoding="utf-8")
+        config = load_config("run", ["--config", str(path)], {})
+        assert config.rules.rules

@@ -53,6 +53,9 @@ class CronRun:
     finished: float = 0.0
     listed: int = 0
     invocations: list[Invocation] = field(default_factory=list)
+    # "namespace/name" in the order the deletes were handed to kubectl.
+    order: list[str] = field(default_factory=list)
+    cut_at: float | None = None  # when the deadline stopped the run, if it did
 
     @property
     def cpu_seconds(self) -> float:
@@ -101,7 +104,9 @@ def parse_listing(text: str) -> dict[str, list[str]]:
     return by_namespace
 
 
-def _run(argv: Sequence[str], *, capture: bool) -> tuple[Invocation, str]:
+def _run(
+    argv: Sequence[str], *, capture: bool, deadline: float | None = None
+) -> tuple[Invocation, str]:
     """Run one kubectl to the end: its output, CPU seconds and peak RSS.
 
     The peak comes from the process's own `VmHWM`, read while it runs: `ru_maxrss`
@@ -122,6 +127,10 @@ def _run(argv: Sequence[str], *, capture: bool) -> tuple[Invocation, str]:
             pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
             if pid == proc.pid:
                 break
+            if deadline is not None and time.time() >= deadline and proc.returncode is None:
+                # The job's activeDeadlineSeconds: the pod is killed mid-run.
+                proc.kill()
+                proc.returncode = -9
             time.sleep(0.005)
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
@@ -141,9 +150,16 @@ def _run(argv: Sequence[str], *, capture: bool) -> tuple[Invocation, str]:
     )
 
 
-def run_once(kubeconfig: Path, *, kubectl: str = KUBECTL, scheduled: float = 0.0) -> CronRun:
-    """One run of the CronJob script, start to end."""
+def run_once(
+    kubeconfig: Path,
+    *,
+    kubectl: str = KUBECTL,
+    scheduled: float = 0.0,
+    deadline_s: float | None = None,
+) -> CronRun:
+    """One run of the CronJob script, start to end (or to its deadline)."""
     run = CronRun(scheduled=scheduled, started=time.time())
+    deadline = None if deadline_s is None else run.started + deadline_s
     with tempfile.TemporaryDirectory(prefix="kubectl-cache-") as cache:
         base = [kubectl, f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}"]
         listing, out = _run(
@@ -158,18 +174,25 @@ def run_once(kubeconfig: Path, *, kubectl: str = KUBECTL, scheduled: float = 0.0
                 "--no-headers",
             ],
             capture=True,
+            deadline=deadline,
         )
         run.invocations.append(listing)
         by_namespace = parse_listing(out)
         run.listed = sum(len(names) for names in by_namespace.values())
         for namespace, names in sorted(by_namespace.items()):
+            run.order.extend(f"{namespace}/{name}" for name in names)
             head = [*base, "delete", "--wait=false", "-n", namespace]
             prefix = sum(len(part) + 1 for part in head)
             for batch in batch_names(
                 (f"pod/{name}" for name in names), prefix_chars=prefix, max_chars=XARGS_MAX_CHARS
             ):
-                invocation, _ = _run([*head, *batch], capture=False)
+                if deadline is not None and time.time() >= deadline:
+                    run.cut_at = run.cut_at or time.time()
+                    continue
+                invocation, _ = _run([*head, *batch], capture=False, deadline=deadline)
                 run.invocations.append(invocation)
+                if invocation.returncode == -9 and deadline is not None:
+                    run.cut_at = time.time()
     run.finished = time.time()
     return run
 
@@ -184,8 +207,10 @@ class CronJob:
         period: float,
         first: float,
         kubectl: str = KUBECTL,
+        deadline_s: float | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
+        self.deadline_s = deadline_s
         self.period = period
         self.first = first
         self.kubectl = kubectl
@@ -232,7 +257,12 @@ class CronJob:
             if self._stop.wait(max(0.0, slot - time.time())):
                 return
             try:
-                run = run_once(self.kubeconfig, kubectl=self.kubectl, scheduled=slot)
+                run = run_once(
+                    self.kubeconfig,
+                    kubectl=self.kubectl,
+                    scheduled=slot,
+                    deadline_s=self.deadline_s,
+                )
             except OSError as err:
                 self.errors.append(str(err))
                 return

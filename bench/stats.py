@@ -278,3 +278,69 @@ def expected_cron_latency(period: float, run_seconds: float) -> LatencySummary:
         max=period + run_seconds,
         mean=0.5 * period + run_seconds,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """When the deletes a run did not get to would have landed, at the rate it had."""
+
+    times: dict[str, float]  # key -> projected delete time
+    rate: float  # deletes per second used
+
+
+def project_remaining(
+    order: Sequence[str],
+    deleted_at: Mapping[str, float],
+    *,
+    start: float,
+    fallback_rate: float,
+) -> Projection:
+    """Project the delete time of every key in `order` that has no delete yet.
+
+    A run deletes in order at a steady rate (kubectl's client-side limit); keys after
+    the last real delete follow it at the rate measured over the run's real deletes,
+    or at `fallback_rate` when too few happened to measure one.
+    """
+    done = sorted(deleted_at[key] for key in order if key in deleted_at)
+    rate = fallback_rate
+    if len(done) >= 10 and done[-1] > done[0]:
+        rate = (len(done) - 1) / (done[-1] - done[0])
+    last = done[-1] if done else start
+    remaining = [key for key in order if key not in deleted_at]
+    return Projection(
+        times={key: last + (index + 1) / rate for index, key in enumerate(remaining)}, rate=rate
+    )
+
+
+def rate_limited_schedule(arrivals: Sequence[float], *, qps: float, burst: int) -> list[float]:
+    """Earliest send times of requests arriving at `arrivals`, through a token bucket.
+
+    FIFO, a bucket of `burst` tokens refilled at `qps` and full at the first arrival:
+    the best any client limited to (qps, burst) can do. Subtracting the arrival times
+    gives the latency the rate limit alone imposes, the floor a reaper is measured
+    against. Returned in arrival order.
+    """
+    if qps <= 0 or burst < 1:
+        raise ValueError("qps must be > 0 and burst >= 1")
+    ordered = sorted(arrivals)
+    sends: list[float] = []
+    tokens = float(burst)
+    clock = ordered[0] if ordered else 0.0
+    for arrival in ordered:
+        now = max(arrival, clock)
+        tokens = min(float(burst), tokens + (now - clock) * qps)
+        clock = now
+        if tokens < 1.0:
+            wait = (1.0 - tokens) / qps
+            clock += wait
+            tokens = 1.0
+        tokens -= 1.0
+        sends.append(clock)
+    return sends
+
+
+def rate_limit_floor(arrivals: Sequence[float], *, qps: float, burst: int) -> list[float]:
+    """Per-request latency a (qps, burst) token bucket imposes on these arrivals."""
+    ordered = sorted(arrivals)
+    sends = rate_limited_schedule(ordered, qps=qps, burst=burst)
+    return [send - arrival for send, arrival in zip(sends, ordered, strict=True)]

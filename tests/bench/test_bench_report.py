@@ -95,12 +95,29 @@ def test_memory_rows_and_growth() -> None:
 
 def test_targets_judge_latency_lists_and_memory() -> None:
     results = [
-        result(ZOMBIED, 1000, "trickle", latencies=[0.01, 0.3], setting="default limits"),
+        result(
+            ZOMBIED,
+            1000,
+            "trickle",
+            latencies=[0.01, 0.3],
+            setting="default limits",
+            extra={"floor_p50": 0.0, "floor_p99": 0.0, "floor_max": 0.0},
+        ),
+        result(
+            ZOMBIED,
+            1000,
+            "storm",
+            latencies=[0.01, 2.05],
+            extra={"floor_p50": 0.0, "floor_p99": 2.0, "floor_max": 2.0},
+        ),
         result(ZOMBIED, 1000, "steady", peak_rss_bytes=100.0, extra={"open_watches": 1.0}),
         result(ZOMBIED, 10000, "steady", peak_rss_bytes=150.0, costs={"list": VerbCost(1)}),
     ]
-    verdicts = {row[0].split(",")[0].split(" from")[0]: row[3] for row in targets_rows(results)}
-    assert verdicts["reap latency at min age 0"].startswith("missed by")
+    rows = targets_rows(results)
+    verdicts = {row[0].split(",")[0].split(" from")[0]: row[3] for row in rows}
+    latency = {row[0].split(", ")[3].split()[0]: row[3] for row in rows if "latency" in row[0]}
+    assert latency["trickle"].startswith("missed: p99")
+    assert latency["storm"] == "met"
     assert verdicts["no periodic LIST (after the first list"] == "missed"
     assert verdicts["one open watch per scope (cluster-wide: 1)"] == "met"
     assert verdicts["flat RSS"].startswith("missed by 40.0")

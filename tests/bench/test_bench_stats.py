@@ -17,6 +17,9 @@ from bench.stats import (
     peak,
     per_minute,
     percentile,
+    project_remaining,
+    rate_limit_floor,
+    rate_limited_schedule,
     ratio,
     total_cost,
 )
@@ -220,3 +223,41 @@ def test_expected_cron_latency_is_dominated_by_the_period() -> None:
     assert model.p50 == pytest.approx(32.0)
     assert model.p99 == pytest.approx(61.4)
     assert model.max == pytest.approx(62.0)
+
+
+def test_projection_continues_at_the_measured_rate() -> None:
+    order = [f"ns/p{i}" for i in range(20)]
+    deleted_at = {f"ns/p{i}": 100.0 + i * 0.2 for i in range(10)}  # 5 per second
+    projection = project_remaining(order, deleted_at, start=99.0, fallback_rate=1.0)
+    assert projection.rate == pytest.approx(5.0)
+    assert set(projection.times) == {f"ns/p{i}" for i in range(10, 20)}
+    assert projection.times["ns/p10"] == pytest.approx(101.8 + 0.2)
+    assert projection.times["ns/p19"] == pytest.approx(101.8 + 2.0)
+
+
+def test_projection_without_deletes_uses_the_fallback_rate_from_the_start() -> None:
+    projection = project_remaining(["a", "b"], {}, start=10.0, fallback_rate=5.0)
+    assert projection.times == {"a": pytest.approx(10.2), "b": pytest.approx(10.4)}
+
+
+def test_rate_limit_floor_is_zero_within_the_burst() -> None:
+    assert rate_limit_floor([0.0] * 10, qps=5.0, burst=10) == [0.0] * 10
+
+
+def test_rate_limit_floor_queues_beyond_the_burst_at_qps() -> None:
+    floor = rate_limit_floor([0.0] * 12, qps=5.0, burst=10)
+    assert floor[10] == pytest.approx(0.2)
+    assert floor[11] == pytest.approx(0.4)
+
+
+def test_rate_limit_floor_refills_between_arrivals() -> None:
+    # 30 at once, then 30 more after the bucket had 10 s to refill.
+    floor = rate_limit_floor([0.0] * 30 + [10.0] * 30, qps=5.0, burst=10)
+    assert floor[29] == pytest.approx(4.0)
+    assert floor[30] == pytest.approx(0.0)
+    assert floor[59] == pytest.approx(4.0)
+
+
+def test_rate_limit_schedule_rejects_nonsense() -> None:
+    with pytest.raises(ValueError, match="qps"):
+        rate_limited_schedule([1.0], qps=0.0, burst=1)

@@ -809,12 +809,9 @@ def _load_file(path: str, command: str) -> dict[str, Any]:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ConfigError(f"{where}: {line}not valid YAML: {problem}") from None
-    if root is None:
-        return {}  # an empty file (or only comments) sets nothing
+        raise ConfigError(f"{where}: {_yaml_problem(exc)}") from None
+    if root is None or root.tag == "tag:yaml.org,2002:null":
+        return {}  # an empty file (only comments, or a lone null) sets nothing
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(
             f"{where}: line {root.start_mark.line + 1}: must be a mapping of option names to values"
@@ -836,7 +833,7 @@ def _load_file(path: str, command: str) -> dict[str, Any]:
         seen[name] = line
         if command not in option.commands:
             continue  # one file can serve both `run` and `scan`
-        raw = _construct(value_node, prefix)
+        raw = _construct(value_node, where)
         if raw is None:
             continue  # `key:` with no value leaves the default
         try:
@@ -849,14 +846,22 @@ def _load_file(path: str, command: str) -> dict[str, Any]:
     return values
 
 
-def _construct(node: yaml.Node, prefix: str) -> object:
+def _construct(node: yaml.Node, where: str) -> object:
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node, deep=True)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{prefix}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{where}: {_yaml_problem(exc)}") from None
     finally:
         loader.dispose()
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """``line N: not valid YAML: <problem>`` in one line, whatever PyYAML raised."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    line = f"line {mark.line + 1}: " if mark is not None else ""
+    return f"{line}not valid YAML: {' '.join(str(problem).split())}"
 
 
 def _as_text(value: object, option: Option) -> str:

@@ -127,6 +127,7 @@ async def test_relists_and_reconciles_after_410(sim: Simulator, kubeconfig: Path
 async def test_compaction_mid_stream_relists(sim: Simulator, kubeconfig: Path) -> None:
     async with watching(kubeconfig) as harness:
         await eventually(lambda: harness.watcher.state.synced)
+        await eventually(lambda: sim.store.watcher_count() == 1)
         lists_before = sum(1 for r in sim.requests if r.verb == "list")
         sim.compact()
         await eventually(lambda: sum(1 for r in sim.requests if r.verb == "list") > lists_before)

@@ -1,0 +1,216 @@
+"""The command line: exit codes, one-line errors, ``run`` under signals, ``scan``, ``version``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+import structlog
+from anyio.abc import Process
+from zombied.cli import main
+from zombied.sim import Simulator
+
+from tests.daemon.pods import zombie
+from tests.helpers import eventually
+
+PYTHON = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+# -- in-process ------------------------------------------------------------------------
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("zombied ")
+    assert out[1].startswith("kubernetes_asyncio 36.")
+
+
+def test_help_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "commands:" in capsys.readouterr().out
+    assert main([]) == 2
+    assert "usage: zombied" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["explode"], "unknown command 'explode'"),
+        (["run", "--qps", "-1"], "--qps"),
+        (["scan", "--min-age", "soon"], "--min-age"),
+        (["run", "--kubeconfig", "/nonexistent/kubeconfig"], "--kubeconfig"),
+        (["scan", "--kubeconfig", "/nonexistent/kubeconfig"], "--kubeconfig"),
+    ],
+)
+def test_configuration_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("zombied: error: ")
+    assert needle in lines[0]
+    assert "Traceback" not in captured.out
+
+
+async def test_scan_through_main(
+    sim: Simulator, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim.store.create("pods", zombie("web-1"))
+    argv = ["scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s", "--output", "json"]
+    assert await anyio.to_thread.run_sync(main, argv) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["pod"] for r in records] == ["web-1"]
+    argv = ["scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s", "--delete"]
+    assert await anyio.to_thread.run_sync(main, argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("deleted 1,")
+    assert len(sim.deleted) == 1
+
+
+# -- real processes --------------------------------------------------------------------
+
+
+class Running:
+    """A ``zombied run`` process and the JSON log lines it printed so far."""
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        self.logs: list[dict[str, Any]] = []
+
+    async def pump(self) -> None:
+        assert self.process.stdout is not None
+        buffer = b""
+        async for chunk in self.process.stdout:
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    self.logs.append(json.loads(line))
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [entry for entry in self.logs if entry.get("event") == name]
+
+    def port(self) -> int:
+        (listening,) = self.events("http.listening")
+        return int(listening["port"])
+
+
+@asynccontextmanager
+async def zombied_run(kubeconfig: Path, *args: str) -> AsyncIterator[Running]:
+    command = [PYTHON, "-m", "zombied", "run", "--kubeconfig", str(kubeconfig)]
+    command += ["--listen", "127.0.0.1:0", "--min-age", "0s", "--log-format", "json", *args]
+    async with await anyio.open_process(command, stderr=subprocess.STDOUT) as process:
+        running = Running(process)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(running.pump)
+            try:
+                yield running
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    with anyio.CancelScope(shield=True):
+                        await process.wait()
+
+
+async def readyz(port: int) -> bool:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/readyz") as response,
+    ):
+        return response.status == 200
+
+
+async def in_flight(port: int) -> bool:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics") as response,
+    ):
+        text = await response.text()
+    return "zombied_zombies_known 1.0" in text and "zombied_queue_depth 0.0" in text
+
+
+@pytest.mark.subprocess
+async def test_sigterm_drains_and_exits_0(sim: Simulator, kubeconfig: Path) -> None:
+    async with zombied_run(kubeconfig) as running:
+        await eventually(lambda: running.events("http.listening"), timeout=30)
+        await eventually(lambda: readyz(running.port()), timeout=30)
+        sim.store.create("pods", zombie("z"))
+        await eventually(lambda: running.events("pod.reaped"), timeout=30)
+        running.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            code = await running.process.wait()
+        await eventually(lambda: running.events("daemon.drained"))
+    assert code == 0
+    assert running.events("daemon.signal")[0]["signal"] == "SIGTERM"
+
+
+@pytest.mark.subprocess
+async def test_second_signal_exits_at_once(sim: Simulator, kubeconfig: Path) -> None:
+    sim.faults.add_latency("delete", "pods", 60.0)
+    async with zombied_run(kubeconfig, "--drain-timeout", "60s") as running:
+        await eventually(lambda: running.events("http.listening"), timeout=30)
+        await eventually(lambda: readyz(running.port()), timeout=30)
+        sim.store.create("pods", zombie("slow"))
+        # Known and no longer queued: a worker holds it, its DELETE held up by the latency.
+        await eventually(lambda: in_flight(running.port()), timeout=30)
+        running.process.send_signal(signal.SIGTERM)
+        await eventually(lambda: running.events("daemon.draining"), timeout=30)
+        running.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            code = await running.process.wait()
+    assert code == 128 + signal.SIGTERM
+    assert running.events("daemon.signal")[-1]["action"] == "exit now"
+
+
+@pytest.mark.subprocess
+async def test_bad_configuration_exits_2_with_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "ZOMBIED_QPS": "fast"}
+    result = await anyio.run_process(
+        [PYTHON, "-m", "zombied", "run", "--kubeconfig", str(tmp_path / "none")],
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("zombied: error: ")
+    assert result.stdout == b""
+
+
+@pytest.mark.subprocess
+async def test_scan_process_exit_codes(sim: Simulator, kubeconfig: Path) -> None:
+    zombied = str(Path(PYTHON).with_name("zombied"))
+    base = [zombied, "scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s"]
+    empty = await anyio.run_process(base, check=False)
+    assert (empty.returncode, empty.stdout) == (0, b"No zombie pods found.\n")
+    sim.store.create("pods", zombie("web-1"))
+    listed = await anyio.run_process(base, check=False)
+    assert listed.returncode == 0
+    assert listed.stdout.decode().splitlines()[1].split()[:2] == ["team-a", "web-1"]
+    sim.faults.add_error("delete", "pods", status=500)
+    failed = await anyio.run_process([*base, "--delete"], check=False)
+    assert failed.returncode == 1
+    assert "failed 1" in failed.stdout.decode()

@@ -1,0 +1,313 @@
+"""The whole controller in-process against the simulator, over real HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import aiohttp
+import anyio
+from zombied import metrics
+from zombied.config import DryRun
+from zombied.daemon import Daemon
+from zombied.rules import Rule, RuleSet
+from zombied.sim import Simulator
+from zombied.sim.rbac import PolicyRule
+
+from tests.daemon.capture import captured_logs
+from tests.daemon.conftest import ConfigFactory
+from tests.daemon.pods import evicted, pod, zombie
+from tests.helpers import eventually
+
+
+async def get(port: int, path: str) -> tuple[int, str]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}{path}") as response,
+    ):
+        return response.status, await response.text()
+
+
+def deleted_names(sim: Simulator) -> list[str]:
+    return sorted(
+        f"{r.obj['metadata']['namespace']}/{r.obj['metadata']['name']}"
+        for r in sim.deleted
+        if not r.dry_run
+    )
+
+
+def settled(daemon: Daemon) -> bool:
+    """Nothing left that could still be deleted: no zombie cached, nothing queued or in flight."""
+    return (
+        daemon.ready()
+        and daemon.cache.zombies == 0
+        and len(daemon.queue) == 0
+        and daemon.queue.processing == 0
+    )
+
+
+def preempt(sim: Simulator, node: str, names: list[str], namespace: str = "team-a") -> None:
+    """What the kubelet does on shutdown: the pod turns Failed/Terminated in place."""
+    for name in names:
+        current = sim.store.get("pods", namespace, name)
+        assert current is not None
+        failed = zombie(name, namespace, node=node)
+        current["status"] = failed["status"]
+        sim.store.update("pods", current, check_rv=False)
+
+
+async def test_reaps_exactly_the_zombies(sim: Simulator, config: ConfigFactory) -> None:
+    store = sim.store
+    # Zombies already there at start-up, and the pods that must survive.
+    store.create("pods", zombie("old-1", node="spot-1"))
+    store.create("pods", zombie("old-2", "team-b", node="spot-1"))
+    store.create("pods", pod("running", node="spot-2"))
+    store.create("pods", evicted("pressure"))  # another rule, not enabled
+    store.create("pods", zombie("system", "kube-system"))  # excluded namespace
+    store.create("pods", zombie("batch", owner=("Job", "nightly")))  # excluded owner kind
+    store.create("pods", zombie("kept", annotations={"zombied.io/keep": "true"}))
+    store.create("pods", zombie("other-app", labels={"app": "db"}))  # label selector
+    store.create("pods", pod("succeeded-ok", phase="Succeeded", finished_ago=5))
+    for name in ("live-1", "live-2", "live-3"):
+        store.create("pods", pod(name, node="spot-3"))
+    cfg = config(
+        exclude_namespaces=("kube-system",),
+        label_selector="app=web",
+        rules=RuleSet((Rule("node-shutdown", 0.0),), frozenset({"Job"})),
+    )
+    async with Daemon(cfg) as daemon:
+        await eventually(daemon.ready)
+        await eventually(lambda: len(deleted_names(sim)) == 2)
+        preempt(sim, "spot-3", ["live-1", "live-2", "live-3"])
+        await eventually(lambda: len(deleted_names(sim)) == 5)
+        await eventually(lambda: settled(daemon))
+        status, body = await get(daemon.http_port, "/metrics")
+        assert status == 200
+        assert 'zombied_pods_reaped_total{outcome="deleted",rule="node-shutdown"}' in body
+        assert 'zombied_watch_last_event_age_seconds{scope="_cluster"}' in body
+        assert 'zombied_scope_synced{scope="_cluster"} 1.0' in body
+    assert deleted_names(sim) == [
+        "team-a/live-1",
+        "team-a/live-2",
+        "team-a/live-3",
+        "team-a/old-1",
+        "team-b/old-2",
+    ]
+    for survivor in ("running", "pressure", "batch", "kept", "other-app", "succeeded-ok"):
+        assert store.get("pods", "team-a", survivor) is not None
+    assert store.get("pods", "kube-system", "system") is not None
+    events = [e for ns in ("team-a", "team-b") for e in store.list("events", ns)]
+    assert sorted(e["involvedObject"]["name"] for e in events) == [
+        "live-1",
+        "live-2",
+        "live-3",
+        "old-1",
+        "old-2",
+    ]
+    assert {e["reason"] for e in events} == {"Reaped"}
+    lists = [parse_qs(r.query) for r in sim.requests if r.verb == "list" and r.resource == "pods"]
+    assert lists[0]["labelSelector"] == ["app=web"]
+    assert "metadata.namespace!=kube-system" in lists[0]["fieldSelector"][0]
+
+
+async def test_watches_one_scope_per_namespace(sim: Simulator, config: ConfigFactory) -> None:
+    sim.store.create("pods", zombie("a", "team-a"))
+    sim.store.create("pods", zombie("b", "team-b"))
+    sim.store.create("pods", zombie("c", "team-c"))
+    async with Daemon(config(namespaces=("team-a", "team-b"))) as daemon:
+        assert [w.scope.label for w in daemon.watchers] == ["team-a", "team-b"]
+        await eventually(lambda: settled(daemon))
+        await eventually(lambda: len(deleted_names(sim)) == 2)
+    assert deleted_names(sim) == ["team-a/a", "team-b/b"]
+    paths = {r.path for r in sim.requests if r.verb in ("list", "watch")}
+    assert paths == {"/api/v1/namespaces/team-a/pods", "/api/v1/namespaces/team-b/pods"}
+
+
+async def test_statefulset_replacement_survives(sim: Simulator, config: ConfigFactory) -> None:
+    sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
+    sim.faults.add_latency("delete", "pods", 1.0)
+    conflicts = metrics.pods_reaped.labels(rule="node-shutdown", outcome="conflict")._value.get()
+    async with Daemon(config()) as daemon:
+        await eventually(daemon.ready)
+        preempt(sim, "node-1", ["db-0"])
+        # The DELETE is on its way; the StatefulSet controller recreates db-0 meanwhile.
+        await eventually(lambda: daemon.leadership.in_flight == 1)
+        old_uid = sim.store.get("pods", "team-a", "db-0")["metadata"]["uid"]
+        sim.store.delete("pods", "team-a", "db-0")
+        sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
+        await eventually(
+            lambda: (
+                metrics.pods_reaped.labels(rule="node-shutdown", outcome="conflict")._value.get()
+                == conflicts + 1
+            )
+        )
+        await eventually(lambda: settled(daemon))
+    replacement = sim.store.get("pods", "team-a", "db-0")
+    assert replacement is not None
+    assert replacement["metadata"]["uid"] != old_uid
+    assert replacement["status"]["phase"] == "Running"
+
+
+async def test_client_dry_run_deletes_nothing(sim: Simulator, config: ConfigFactory) -> None:
+    for i in range(3):
+        sim.store.create("pods", zombie(f"z{i}"))
+    before = metrics.pods_reaped.labels(rule="node-shutdown", outcome="dry_run")._value.get()
+    with captured_logs() as logs:
+        async with Daemon(config(dry_run=DryRun.CLIENT)):
+            await eventually(
+                lambda: (
+                    metrics.pods_reaped.labels(rule="node-shutdown", outcome="dry_run")._value.get()
+                    == before + 3
+                )
+            )
+    assert not any(r.verb == "delete" for r in sim.requests)
+    assert len(sim.store.list("pods", "team-a")) == 3
+    dry = [e for e in logs if e["event"] == "pod.dry_run"]
+    assert sorted(e["pod"] for e in dry) == ["z0", "z1", "z2"]
+
+
+async def test_server_dry_run_sends_dry_run_all(sim: Simulator, config: ConfigFactory) -> None:
+    sim.store.create("pods", zombie("z"))
+    async with Daemon(config(dry_run=DryRun.SERVER)) as daemon:
+        await eventually(lambda: len(sim.deleted) == 1)
+        await eventually(lambda: len(daemon.queue) == 0 and daemon.queue.processing == 0)
+    assert sim.deleted[0].dry_run
+    assert sim.store.get("pods", "team-a", "z") is not None
+    deletes = [parse_qs(r.query) for r in sim.requests if r.verb == "delete"]
+    assert deletes == [{"dryRun": ["All"]}]
+
+
+async def test_no_zombie_lost_to_faults(sim: Simulator, config: ConfigFactory) -> None:
+    names = [f"w{i}" for i in range(30)]
+    for name in names:
+        sim.store.create("pods", pod(name, node="spot-1"))
+    async with Daemon(config(watch_timeout_min=1.0, watch_timeout_max=2.0)) as daemon:
+        await eventually(daemon.ready)
+        sim.faults.add_error("delete", "pods", status=503, count=8)
+        sim.faults.add_error("delete", "pods", status=429, retry_after=0.2, count=8)
+        sim.faults.add_error("watch", "pods", status=500, count=3)
+        sim.faults.cut_watches_every(0.3)
+        preempt(sim, "spot-1", names[:10])
+        sim.compact()
+        preempt(sim, "spot-1", names[10:20])
+        sim.faults.cut_watches()
+        preempt(sim, "spot-1", names[20:])
+        sim.compact()
+        await eventually(lambda: len(deleted_names(sim)) == 30, timeout=60)
+        sim.faults.clear()
+        await eventually(lambda: settled(daemon), timeout=30)
+    assert deleted_names(sim) == sorted(f"team-a/{name}" for name in names)
+
+
+async def test_forbidden_delete_makes_readiness_false(
+    sim: Simulator, config: ConfigFactory, tmp_path: Path
+) -> None:
+    token = sim.add_token(
+        "restricted",
+        [
+            PolicyRule(("",), ("pods",), ("get", "list", "watch")),
+            PolicyRule(("",), ("events",), ("create",)),
+        ],
+    )
+    kubeconfig = sim.write_kubeconfig(tmp_path / "restricted", token=token)
+    sim.store.create("pods", zombie("z"))
+    with captured_logs() as logs:
+        async with Daemon(config(kubeconfig=str(kubeconfig))) as daemon:
+            await eventually(lambda: daemon.reaper is not None and daemon.reaper.forbidden)
+            status, body = await get(daemon.http_port, "/readyz")
+            assert status == 503
+            assert "delete pods in namespace team-a" in body
+            assert not daemon.ready()
+            status, _ = await get(daemon.http_port, "/healthz")
+            assert status == 200
+    assert sim.store.get("pods", "team-a", "z") is not None
+    forbidden = [e for e in logs if e["event"] == "reaper.forbidden"]
+    assert len(forbidden) == 1
+    assert forbidden[0]["missing_rule"] == "delete pods in namespace team-a"
+
+
+async def test_forbidden_list_names_the_cluster_rule(
+    sim: Simulator, config: ConfigFactory, tmp_path: Path
+) -> None:
+    token = sim.add_token("ns-only", [PolicyRule(("",), ("pods",), ("list",), namespace="x")])
+    kubeconfig = sim.write_kubeconfig(tmp_path / "restricted", token=token)
+    async with Daemon(config(kubeconfig=str(kubeconfig))) as daemon:
+        await eventually(lambda: daemon.watchers[0].state.forbidden is not None)
+        status, body = await get(daemon.http_port, "/readyz")
+    assert status == 503
+    assert "list pods at the cluster scope" in body
+
+
+async def test_probes(sim: Simulator, config: ConfigFactory) -> None:
+    sim.faults.add_latency("list", "pods", 0.5)
+    async with Daemon(config()) as daemon:
+        assert daemon.http_port > 0
+        status, body = await get(daemon.http_port, "/readyz")
+        assert (status, body.strip()) == (503, "scope _cluster: first list not done")
+        await eventually(daemon.ready)
+        assert await get(daemon.http_port, "/readyz") == (200, "ok\n")
+        assert await get(daemon.http_port, "/healthz") == (200, "ok\n")
+        assert daemon.healthy()
+
+
+async def test_drain_finishes_due_deletes(sim: Simulator, config: ConfigFactory) -> None:
+    for i in range(3):
+        sim.store.create("pods", zombie(f"due-{i}", finished_ago=3600))
+    sim.store.create("pods", zombie("later", finished_ago=0))
+    sim.faults.add_latency("delete", "pods", 0.3)
+    cfg = config(rules=RuleSet((Rule("node-shutdown", 600.0),)), max_in_flight=1)
+    async with Daemon(cfg) as daemon:
+        await eventually(lambda: daemon.leadership.in_flight == 1)
+        with captured_logs() as logs:
+            await daemon.drain()
+        assert not daemon.ready()
+        assert "draining" in daemon.readiness()[1]
+    assert deleted_names(sim) == ["team-a/due-0", "team-a/due-1", "team-a/due-2"]
+    assert sim.store.get("pods", "team-a", "later") is not None
+    (drained,) = [e for e in logs if e["event"] == "daemon.drained"]
+    assert drained["left_not_due"] == 1
+
+
+async def test_drain_timeout_cuts_slow_deletes(sim: Simulator, config: ConfigFactory) -> None:
+    sim.store.create("pods", zombie("slow"))
+    sim.faults.add_latency("delete", "pods", 30.0)
+    async with Daemon(config(drain_timeout=0.2)) as daemon:
+        await eventually(lambda: daemon.leadership.in_flight == 1)
+        with captured_logs() as logs:
+            with anyio.fail_after(10):
+                await daemon.drain()
+    assert any(e["event"] == "daemon.drain_timeout" for e in logs)
+
+
+async def test_only_the_leader_deletes(sim: Simulator, config: ConfigFactory) -> None:
+    election = {
+        "leader_elect": True,
+        "lease_name": "zombied",
+        "lease_namespace": "zombied",
+        "lease_duration": 2.0,
+        "renew_deadline": 1.5,
+        "retry_period": 0.2,
+    }
+    sim.store.create("namespaces", {"metadata": {"name": "zombied"}})
+    sim.store.create("pods", zombie("first"))
+    async with Daemon(config(**election), identity="one") as one:
+        await eventually(lambda: len(deleted_names(sim)) == 1)
+        assert one.leadership.leading
+        async with Daemon(config(**election), identity="two") as two:
+            await eventually(two.ready)
+            assert not two.leadership.leading
+            sim.faults.add_latency("delete", "pods", 0.2)
+            sim.store.create("pods", zombie("second"))
+            await eventually(lambda: "team-a/second" in two.cache)
+            await eventually(lambda: len(deleted_names(sim)) == 2)
+            await one.drain()  # releases the lease: two takes over at once
+            await eventually(lambda: two.leadership.leading, timeout=10)
+            sim.store.create("pods", zombie("third"))
+            await eventually(lambda: len(deleted_names(sim)) == 3)
+            _, body = await get(two.http_port, "/metrics")
+            assert "zombied_leader 1.0" in body
+    assert deleted_names(sim) == ["team-a/first", "team-a/second", "team-a/third"]
+    reporters = {
+        e["involvedObject"]["name"]: e["reportingInstance"] for e in sim.store.list("events")
+    }
+    assert reporters == {"first": "one", "second": "one", "third": "two"}

@@ -1,0 +1,102 @@
+"""The ``zombied`` command line: ``run``, ``scan``, ``version`` and ``sim``.
+
+This module owns the process boundary: it picks the sub-command, turns arguments and
+environment into a `Config` (through :mod:`zombied.config`, the single table of
+options), sets up logging and runs the event loop. Every configuration problem, a
+broken kubeconfig included, ends as one line ``zombied: error: <message>`` on stderr
+and exit code 2, never a traceback. It must never contain controller logic.
+
+Exit codes: 0 success (``run`` after a clean drain on SIGTERM/SIGINT), 1 ``scan
+--delete`` with at least one failed delete, 2 invalid configuration, 128 + signal
+number (143 for SIGTERM, 130 for SIGINT) when a second signal interrupts the drain.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+from zombied.config import load_config
+from zombied.errors import ConfigError
+from zombied.log import configure_logging
+
+__all__ = ["main"]
+
+EXIT_CONFIG = 2
+COMMANDS = {
+    "run": "watch the cluster and delete zombie pods as they become due",
+    "scan": "list the zombie pods once (and with --delete, delete them once)",
+    "version": "print the versions of zombied and kubernetes_asyncio",
+    "sim": "run the simulated Kubernetes API server used by tests and demos",
+}
+
+
+def usage() -> str:
+    """The top-level help text."""
+    lines = ["usage: zombied {run,scan,version,sim} [options]", "", "commands:"]
+    lines.extend(f"  {name:<9}{text}" for name, text in COMMANDS.items())
+    lines.append("")
+    lines.append("Run 'zombied COMMAND --help' for the options of a command.")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script and of ``python -m zombied``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if args else sys.stderr)
+        return 0 if args else EXIT_CONFIG
+    command, rest = args[0], args[1:]
+    if command == "version":
+        from zombied.daemon import versions  # noqa: PLC0415 - keeps `version` fast
+
+        for name, value in versions().items():
+            print(f"{name} {value}")
+        return 0
+    if command == "sim":
+        # Imported lazily: the controller itself never depends on the simulator.
+        from zombied.sim.__main__ import main as sim_main  # noqa: PLC0415
+
+        return sim_main(rest)
+    if command not in COMMANDS:
+        return _fail(f"unknown command {command!r} (choose from {', '.join(COMMANDS)})")
+    try:
+        config = load_config(command, rest, os.environ)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    # scan prints its report on stdout: its logs must not interleave with it.
+    configure_logging(
+        config.log_format, config.log_level, sys.stdout if command == "run" else sys.stderr
+    )
+    try:
+        if command == "run":
+            from zombied.daemon import serve  # noqa: PLC0415
+
+            return anyio.run(serve, config, backend="asyncio")
+        from zombied.scan import scan  # noqa: PLC0415
+
+        return anyio.run(scan, config, backend="asyncio")
+    except ConfigError as exc:
+        return _fail(str(exc))
+    except BaseExceptionGroup as group:
+        config_errors, rest_group = group.split(ConfigError)
+        if config_errors is not None and rest_group is None:
+            return _fail(str(_first(config_errors)))
+        raise
+    except KeyboardInterrupt:
+        return 130
+
+
+def _first(group: BaseExceptionGroup[ConfigError]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _fail(message: str) -> int:
+    print(f"zombied: error: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_CONFIG

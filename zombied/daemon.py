@@ -1,0 +1,341 @@
+"""The running controller: watches, reaper workers, leader election and probes, wired.
+
+This module owns the lifetime of everything ``zombied run`` starts, in one anyio task
+group: the HTTP server and loop heartbeat, one `Watcher` per scope, the reaper workers,
+the lease elector (only the leader's workers delete; standbys keep their caches warm)
+and, in `serve`, the signal receiver. Shutdown drains: readiness turns false, the
+watches stop, no new work is taken, in-flight deletes and those already due finish
+within ``--drain-timeout``, the lease is released. It decides what healthy and ready
+mean. It must never hold pod data or talk to the API itself: that is the watchers',
+the reaper's and the elector's job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import TYPE_CHECKING, Final, Self
+
+import anyio
+import kubernetes_asyncio
+
+from zombied import __version__, metrics
+from zombied.http import HttpServer, LoopMonitor
+from zombied.kube import open_api_client, own_namespace
+from zombied.leader import LeaseElector, default_identity
+from zombied.log import get_logger
+from zombied.queue import WorkQueue
+from zombied.reaper import Leadership, Reaper
+from zombied.watch import PodCache, Watcher, scopes_for
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client
+
+    from zombied.config import Config
+
+__all__ = ["Daemon", "serve"]
+
+log = get_logger(__name__)
+
+#: A watch loop that made no progress for this long past its timeout is wedged.
+_SILENT_SLACK: Final = 60.0
+
+
+class Daemon:
+    """``async with Daemon(config) as daemon:`` runs the controller until the block ends.
+
+    Leaving the block drains (as on SIGTERM). ``http_port`` is the bound port,
+    ``ready()``/``healthy()`` what the probes answer.
+    """
+
+    def __init__(self, config: Config, *, identity: str | None = None) -> None:
+        self.config = config
+        self.identity = identity or default_identity()
+        self.queue: WorkQueue[str] = WorkQueue(
+            on_depth=metrics.queue_depth.set, on_wait=metrics.queue_wait.observe
+        )
+        self.cache = PodCache(config.rules, self.queue)
+        self.scopes = scopes_for(config.namespaces, config.exclude_namespaces)
+        self.leadership = Leadership(leading=not config.leader_elect)
+        self.monitor = LoopMonitor()
+        self.watchers: list[Watcher] = []
+        self.reaper: Reaper | None = None
+        self.elector: LeaseElector | None = None
+        self.http: HttpServer | None = None
+        self.draining = False
+        self._stack: AsyncExitStack | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        # One scope per group of tasks, so that draining can stop them in order without
+        # cancelling the task group's host (the body of ``async with``).
+        self._watch_scope = anyio.CancelScope()
+        self._work_scope = anyio.CancelScope()
+        self._background_scope = anyio.CancelScope()
+        self._workers_done = anyio.Event()
+        self._drained = anyio.Event()
+
+    # -- probes -------------------------------------------------------------------------
+
+    @property
+    def http_port(self) -> int:
+        """The port the probe/metrics server is bound to."""
+        return self.http.port if self.http is not None else 0
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready when every scope is synced, nothing is forbidden and not draining."""
+        reasons: list[str] = []
+        if self.draining:
+            reasons.append("draining")
+        for watcher in self.watchers:
+            state = watcher.state
+            if state.forbidden is not None:
+                reasons.append(
+                    f"scope {state.label}: forbidden, missing RBAC rule: {state.forbidden}"
+                )
+            elif not state.synced:
+                reasons.append(f"scope {state.label}: first list not done")
+        if self.reaper is not None:
+            reasons.extend(
+                f"delete forbidden, missing RBAC rule: {rule}"
+                for rule in sorted(self.reaper.forbidden.values())
+            )
+        return (not reasons, "; ".join(reasons) if reasons else "ok")
+
+    def ready(self) -> bool:
+        """What ``/readyz`` answers, as a bool."""
+        return self.readiness()[0]
+
+    def health(self) -> tuple[bool, str]:
+        """Unhealthy only when wedged: loop stalled, or a watch loop dead or silent."""
+        ok, why = self.monitor.check()
+        if not ok:
+            return ok, why
+        if self.draining or self._tg is None:
+            return True, "ok"
+        now = time.monotonic()
+        for watcher in self.watchers:
+            state = watcher.state
+            if not state.alive:
+                return False, f"watch loop of scope {state.label} is not running"
+            limit = 2 * max(state.watch_timeout, watcher.timeout_max) + _SILENT_SLACK
+            if watcher.silent_for(now) > limit:
+                return False, f"watch loop of scope {state.label} silent for {limit:.0f}s"
+        return True, "ok"
+
+    def healthy(self) -> bool:
+        """What ``/healthz`` answers, as a bool."""
+        return self.health()[0]
+
+    def _before_scrape(self) -> None:
+        now = time.monotonic()
+        for watcher in self.watchers:
+            metrics.watch_last_event_age.labels(scope=watcher.state.label).set(
+                max(0.0, now - watcher.state.last_event)
+            )
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        config = self.config
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            # Every watch holds a connection for minutes; deletes, Events and the lease
+            # need theirs on top, or a delete would wait behind a watch for a socket.
+            pool = len(self.scopes) + 2 * config.max_in_flight + 4
+            api = await stack.enter_async_context(
+                open_api_client(config.kubeconfig, config.context, pool_size=pool)
+            )
+            self._build(api)
+            self.http = await stack.enter_async_context(
+                HttpServer(
+                    config.listen_host,
+                    config.listen_port,
+                    health=self.health,
+                    ready=self.readiness,
+                    before_scrape=self._before_scrape,
+                )
+            )
+            self._tg = await stack.enter_async_context(anyio.create_task_group())
+            await self._tg.start(self._run_background)
+            await self._tg.start(self._run_watchers)
+            await self._tg.start(self._run_workers)
+        except BaseException:
+            if self._tg is not None:
+                self._tg.cancel_scope.cancel()
+            # Not shielded as a whole: the task group must exit in its own cancel scope;
+            # the HTTP runner and API client shield their own cleanup.
+            await stack.aclose()
+            raise
+        self._stack = stack
+        log.info(
+            "daemon.started",
+            version=__version__,
+            scopes=[scope.label for scope in self.scopes],
+            rules=list(config.rules.names),
+            dry_run=str(config.dry_run),
+            leader_elect=config.leader_elect,
+            identity=self.identity,
+        )
+        return self
+
+    def _build(self, api: client.ApiClient) -> None:
+        config = self.config
+        if config.leader_elect:
+            namespace = config.lease_namespace or own_namespace() or "default"
+            self.elector = LeaseElector(
+                api,
+                name=config.lease_name,
+                namespace=namespace,
+                identity=self.identity,
+                lease_duration=config.lease_duration,
+                renew_deadline=config.renew_deadline,
+                retry_period=config.retry_period,
+                on_change=self.leadership.set,
+            )
+            elector = self.elector
+            self.leadership.check = lambda: elector.is_leader
+        self.reaper = Reaper(
+            api,
+            qps=config.qps,
+            burst=config.burst,
+            max_in_flight=config.max_in_flight,
+            dry_run=str(config.dry_run),
+            leadership=self.leadership,
+            identity=self.identity,
+        )
+        self.watchers = [
+            Watcher(
+                api,
+                scope,
+                self.cache,
+                label_selector=config.label_selector,
+                timeout_min=config.watch_timeout_min,
+                timeout_max=config.watch_timeout_max,
+            )
+            for scope in self.scopes
+        ]
+
+    async def _run_background(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        with self._background_scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.monitor.run)
+                if self.elector is not None:
+                    await tg.start(self.elector.run)
+                task_status.started()
+
+    async def _run_watchers(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        with self._watch_scope:
+            async with anyio.create_task_group() as tg:
+                for watcher in self.watchers:
+                    await tg.start(watcher.run)
+                task_status.started()
+
+    async def _run_workers(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        reaper = self.reaper
+        assert reaper is not None  # built in __aenter__ before the workers start
+        try:
+            with self._work_scope:
+                async with anyio.create_task_group() as tg:
+                    for _ in range(self.config.max_in_flight):
+                        tg.start_soon(reaper.work, self.cache, self.queue)
+                    task_status.started()
+        finally:
+            self._workers_done.set()
+
+    async def drain(self) -> None:
+        """Stop watching, finish what is due within the drain timeout, release the lease."""
+        if self.draining:
+            await self._drained.wait()
+            return
+        self.draining = True
+        started = time.monotonic()
+        due = self._due_now()
+        log.info("daemon.draining", due=due, timeout_s=self.config.drain_timeout)
+        with anyio.CancelScope(shield=True):
+            self._watch_scope.cancel()
+            self.queue.shut_down(drain=True)
+            if not self.leadership.leading:
+                self._work_scope.cancel()  # a standby has nothing to finish
+            with anyio.move_on_after(self.config.drain_timeout) as timer:
+                await self._workers_done.wait()
+            if timer.cancelled_caught:
+                self.queue.shut_down(drain=False)
+                self._work_scope.cancel()
+                log.warning("daemon.drain_timeout", left=len(self.queue))
+                await self._workers_done.wait()
+            if self.elector is not None:
+                await self.elector.release()
+            self._background_scope.cancel()
+        log.info(
+            "daemon.drained",
+            left_not_due=len(self.queue),
+            duration_s=round(time.monotonic() - started, 3),
+        )
+        self._drained.set()
+
+    def _due_now(self) -> int:
+        due = 0
+        now = self.cache.now()
+        for entry in self.cache.entries():
+            if entry.verdict.zombie and entry.verdict.due is not None:
+                due += entry.verdict.due <= now
+        return due
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return None
+        if exc is None:
+            await self.drain()
+        else:
+            self.draining = True
+            if self._tg is not None:
+                self._tg.cancel_scope.cancel()
+        # The task group must exit in its own cancel scope, so this is not shielded as a
+        # whole; everything in it is cancelled by now and the cleanups shield themselves.
+        return bool(await stack.__aexit__(exc_type, exc, tb))
+
+
+async def serve(config: Config) -> int:
+    """Run until SIGTERM/SIGINT, drain, return 0; a second signal exits at once."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with Daemon(config) as daemon:
+            async for signum in signals:
+                log.info("daemon.signal", signal=signal.Signals(signum).name, action="drain")
+                break
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_exit_on_second_signal, signals)
+                await daemon.drain()
+                tg.cancel_scope.cancel()
+    return 0
+
+
+async def _exit_on_second_signal(signals: AsyncIterator[signal.Signals]) -> None:
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        log.warning("daemon.signal", signal=name, action="exit now")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Exit as a killed process would: 128 + signal (143 for SIGTERM, 130 for SIGINT).
+        os._exit(128 + int(signum))
+
+
+def versions() -> dict[str, str]:
+    """What ``zombied version`` prints."""
+    return {"zombied": __version__, "kubernetes_asyncio": kubernetes_asyncio.__version__}

@@ -1,0 +1,188 @@
+"""``zombied scan``: one LIST, the same rules, a report, and optionally one reaping pass.
+
+This module owns the one-shot mode: it lists the terminal pods of every scope with the
+daemon's selectors, classifies them with the daemon's rules and prints what is a zombie
+now, as a table or JSON. Pods that match a rule but are not yet past its min age are
+left out of the listing and never deleted (a later scan or the daemon picks them up);
+their count goes to stderr. With ``--delete`` it reaps the listed pods once through
+`Reaper.delete`, the daemon's own delete path (rate limit, uid precondition, dry run,
+outcome handling), so there is one piece of deleting logic. It must never wait for
+pods to become due and never retry beyond that single pass.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+from kubernetes_asyncio import client
+
+from zombied.kube import open_api_client
+from zombied.pod import PodSnapshot
+from zombied.reaper import Outcome, Reaper
+from zombied.rules import classify
+from zombied.watch import list_terminal_pods, scopes_for
+
+if TYPE_CHECKING:
+    from zombied.config import Config
+
+__all__ = ["COLUMNS", "Zombie", "format_age", "render_table", "scan"]
+
+COLUMNS = ("NAMESPACE", "POD", "RULE", "REASON", "NODE", "OWNER", "AGE")
+
+#: Exit status when at least one delete failed.
+EXIT_DELETE_FAILED = 1
+
+
+@dataclass(slots=True)
+class Zombie:
+    """One due zombie found by the scan, and what deleting it did."""
+
+    pod: PodSnapshot
+    rule: str
+    since: datetime | None
+    outcome: Outcome | None = None
+
+    def age(self, now: datetime) -> float | None:
+        """Seconds since the pod became terminal, if known."""
+        return (now - self.since).total_seconds() if self.since is not None else None
+
+    def as_json(self, now: datetime) -> dict[str, Any]:
+        """The ``--output json`` record."""
+        pod = self.pod
+        age = self.age(now)
+        record: dict[str, Any] = {
+            "namespace": pod.namespace,
+            "pod": pod.name,
+            "uid": pod.uid,
+            "rule": self.rule,
+            "phase": pod.phase,
+            "reason": pod.reason,
+            "message": pod.message,
+            "node": pod.node,
+            "owner": f"{pod.owner_kind}/{pod.owner_name}" if pod.owner_kind else "",
+            "terminated_at": pod.terminated_at.isoformat() if pod.terminated_at else None,
+            "age_s": round(age, 3) if age is not None else None,
+        }
+        if self.outcome is not None:
+            record["outcome"] = self.outcome.outcome or "abandoned"
+            record["code"] = self.outcome.code
+        return record
+
+
+def format_age(seconds: float | None) -> str:
+    """kubectl-style age: 42s, 5m, 3h, 12d; ``<unknown>`` without a termination time."""
+    if seconds is None:
+        return "<unknown>"
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "m" else 1):
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def render_table(zombies: Sequence[Zombie], now: datetime) -> str:
+    """The plain-text table, columns aligned like kubectl's."""
+    rows = [COLUMNS]
+    for zombie in zombies:
+        pod = zombie.pod
+        owner = f"{pod.owner_kind}/{pod.owner_name}" if pod.owner_kind else "<none>"
+        rows.append(
+            (
+                pod.namespace,
+                pod.name,
+                zombie.rule,
+                pod.reason or "<none>",
+                pod.node or "<none>",
+                owner,
+                format_age(zombie.age(now)),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = [
+        "   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """List (and with ``--delete`` reap) the due zombies; return the exit status."""
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    pool = len(config.namespaces) + config.max_in_flight + 4
+    async with open_api_client(config.kubeconfig, config.context, pool_size=pool) as api:
+        zombies, not_due = await _find(api, config)
+        if config.delete and zombies:
+            await _reap(api, config, zombies)
+    now = datetime.now(UTC)
+    if config.output == "json":
+        out.write(json.dumps([zombie.as_json(now) for zombie in zombies], indent=2) + "\n")
+    elif zombies:
+        out.write(render_table(zombies, now))
+    else:
+        out.write("No zombie pods found.\n")
+    if not_due:
+        err.write(
+            f"zombied: {not_due} more pod(s) match a rule but are not yet past its min age; "
+            "not listed\n"
+        )
+    failed = 0
+    if config.delete and zombies:
+        counts = Counter(zombie.outcome.outcome if zombie.outcome else "" for zombie in zombies)
+        failed = sum(1 for zombie in zombies if zombie.outcome is None or zombie.outcome.failed)
+        summary = (
+            f"deleted {counts['deleted']}, gone {counts['gone']}, conflict {counts['conflict']}, "
+            f"dry run {counts['dry_run']}, failed {failed}\n"
+        )
+        (err if config.output == "json" else out).write(summary)
+    out.flush()
+    return EXIT_DELETE_FAILED if failed else 0
+
+
+async def _find(api: client.ApiClient, config: Config) -> tuple[list[Zombie], int]:
+    core = client.CoreV1Api(api)
+    now = datetime.now(UTC)
+    zombies: list[Zombie] = []
+    not_due = 0
+    seen: set[str] = set()
+    for scope in scopes_for(config.namespaces, config.exclude_namespaces):
+        snapshots, _ = await list_terminal_pods(core, scope, label_selector=config.label_selector)
+        for pod in snapshots:
+            if pod.key in seen:
+                continue
+            seen.add(pod.key)
+            verdict = classify(pod, config.rules, first_seen=now)
+            if not verdict.zombie or verdict.rule is None:
+                continue
+            if verdict.due is not None and verdict.due > now:
+                not_due += 1
+                continue
+            zombies.append(Zombie(pod, verdict.rule, pod.terminated_at))
+    zombies.sort(key=lambda zombie: (zombie.pod.namespace, zombie.pod.name))
+    return zombies, not_due
+
+
+async def _reap(api: client.ApiClient, config: Config, zombies: list[Zombie]) -> None:
+    reaper = Reaper(
+        api,
+        qps=config.qps,
+        burst=config.burst,
+        max_in_flight=config.max_in_flight,
+        dry_run=str(config.dry_run),
+        identity="zombied-scan",
+    )
+    pending = iter(zombies)
+
+    async def worker() -> None:
+        for zombie in pending:
+            zombie.outcome = await reaper.delete(zombie.pod, zombie.rule, since=zombie.since)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(max(1, config.max_in_flight)):
+            tg.start_soon(worker)

@@ -1,0 +1,243 @@
+"""Three ``zombied run --leader-elect`` processes against one simulator.
+
+Each replica runs as its own process with its own token, so the simulator's request log
+and deletion records say which replica sent what. Only the Lease holder may delete;
+every zombie is reaped exactly once, through a SIGKILL of the leader (a standby takes
+over once the lease expires) and a SIGTERM (the lease is released, the handover takes
+about one retry period).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import pytest
+from anyio.abc import Process
+from zombied.sim.rbac import PolicyRule
+
+from tests.daemon.pods import zombie
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.subprocess
+
+LEASE_DURATION = 3
+RETRY_PERIOD = 0.25
+#: What a process needs beyond the lease timing to notice and act (start-up excluded).
+SLACK = 1.5
+NAMESPACE = "default"
+
+
+def replica_args(kubeconfig: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "zombied",
+        "run",
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect",
+        f"--lease-namespace={NAMESPACE}",
+        f"--lease-duration={LEASE_DURATION}",
+        "--renew-deadline=2",
+        f"--retry-period={RETRY_PERIOD}",
+        "--listen=127.0.0.1:0",
+        "--min-age=1s",
+        "--qps=100",
+        "--burst=100",
+        "--log-format=json",
+        "--log-level=debug",
+        "--drain-timeout=2",
+    ]
+
+
+@dataclass
+class Replica:
+    name: str
+    process: Process
+    log_path: Path
+    log_file: IO[bytes]
+
+    def events(self, event: str) -> list[dict[str, Any]]:
+        found = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("event") == event:
+                found.append(record)
+        return found
+
+    @property
+    def running(self) -> bool:
+        return self.process.returncode is None
+
+
+class Replicas:
+    def __init__(self, sim: Any, tmp_path: Path, stack: AsyncExitStack) -> None:
+        self.sim = sim
+        self.tmp_path = tmp_path
+        self.stack = stack
+        self.all: list[Replica] = []
+
+    async def start(self, name: str) -> Replica:
+        token = self.sim.add_token(name, [PolicyRule(["*"], ["*"], ["*"])])
+        kubeconfig = self.sim.write_kubeconfig(self.tmp_path / f"{name}.kubeconfig", token=token)
+        log_path = self.tmp_path / f"{name}.log"
+        log_file = log_path.open("wb")
+        self.stack.callback(log_file.close)
+        process = await anyio.open_process(
+            replica_args(kubeconfig),
+            stdout=log_file,
+            stderr=log_file,
+            env={**os.environ, "POD_NAME": name},
+        )
+        replica = Replica(name, process, log_path, log_file)
+        self.all.append(replica)
+        return replica
+
+    def holder(self) -> Replica | None:
+        lease = self.sim.store.get("leases", NAMESPACE, "zombied")
+        holder = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+        for replica in self.all:
+            if replica.running and holder.startswith(f"{replica.name}-"):
+                return replica
+        return None
+
+    def standbys(self) -> list[Replica]:
+        return [r for r in self.all if r.running and r is not self.holder()]
+
+    async def stop_all(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for replica in self.all:
+                if replica.running:
+                    replica.process.send_signal(signal.SIGTERM)
+            for replica in self.all:
+                with anyio.move_on_after(10):
+                    await replica.process.wait()
+                if replica.running:
+                    replica.process.kill()
+                    await replica.process.wait()
+                await replica.process.aclose()
+
+
+@asynccontextmanager
+async def open_replicas(sim: Any, tmp_path: Path) -> AsyncIterator[Replicas]:
+    async with AsyncExitStack() as stack:
+        replicas = Replicas(sim, tmp_path, stack)
+        try:
+            yield replicas
+        finally:
+            await replicas.stop_all()
+
+
+def add_zombies(sim: Any, prefix: str, count: int) -> set[str]:
+    uids = set()
+    for index in range(count):
+        created = sim.store.create("pods", zombie(f"{prefix}-{index}", NAMESPACE))
+        uids.add(created["metadata"]["uid"])
+    return uids
+
+
+def reaped(sim: Any) -> dict[str, list[Any]]:
+    by_uid: dict[str, list[Any]] = {}
+    for record in sim.deleted:
+        if not record.dry_run:
+            by_uid.setdefault(record.obj["metadata"]["uid"], []).append(record)
+    return by_uid
+
+
+def pod_deletes_by(sim: Any) -> dict[str, int]:
+    users: dict[str, int] = {}
+    for request in sim.requests:
+        if request.resource == "pods" and request.verb == "delete":
+            users[request.user] = users.get(request.user, 0) + 1
+    return users
+
+
+async def test_one_deleter_through_kill_and_term(sim: Any, tmp_path: Path) -> None:
+    async with open_replicas(sim, tmp_path) as replicas:
+        for index in range(3):
+            await replicas.start(f"replica-{index}")
+        first = await eventually(replicas.holder, timeout=30, message="a first leader")
+        assert isinstance(first, Replica)
+        # Standbys keep their caches warm: each must be up before we time the takeover.
+        await eventually(
+            lambda: all(r.events("daemon.started") for r in replicas.all),
+            timeout=30,
+            message="every replica started",
+        )
+
+        batch = add_zombies(sim, "first", 10)
+        await eventually(lambda: batch <= reaped(sim).keys(), timeout=10, message="first batch")
+        assert pod_deletes_by(sim) == {first.name: len(batch)}
+
+        # SIGKILL: no release; a standby takes over once the lease has expired for it.
+        killed_at = time.time()
+        first.process.kill()
+        await first.process.wait()
+        batch2 = add_zombies(sim, "second", 10)
+        bound = LEASE_DURATION + 2.2 * RETRY_PERIOD + SLACK
+        await eventually(
+            lambda: batch2 <= reaped(sim).keys(), timeout=bound + 5, message="second batch"
+        )
+        second = replicas.holder()
+        assert second is not None
+        assert second is not first
+        latest = max(r.time for uid in batch2 for r in reaped(sim)[uid])
+        assert latest - killed_at <= bound
+
+        # SIGTERM: the leader drains, releases, and a standby takes over at its next retry.
+        termed_at = time.time()
+        second.process.send_signal(signal.SIGTERM)
+        await eventually(
+            lambda: (h := replicas.holder()) is not None and h is not second,
+            timeout=LEASE_DURATION,
+            message="handover after SIGTERM",
+        )
+        handover = time.time() - termed_at
+        assert handover < LEASE_DURATION  # the release, not the expiry, explains it
+        with anyio.fail_after(10):
+            assert await second.process.wait() == 0
+        third = replicas.holder()
+        assert third is not None
+        batch3 = add_zombies(sim, "third", 5)
+        await eventually(lambda: batch3 <= reaped(sim).keys(), timeout=10, message="third batch")
+
+        # Every zombie reaped exactly once, each by the leader of its time.
+        assert all(len(records) == 1 for records in reaped(sim).values())
+        users = pod_deletes_by(sim)
+        assert set(users) <= {first.name, second.name, third.name}
+        assert sum(users.values()) == len(batch) + len(batch2) + len(batch3)
+        assert second.events("leader.released")
+        assert not first.events("leader.released")
+
+
+@pytest.mark.parametrize(
+    ("durations", "option"),
+    [
+        (["--lease-duration=2", "--renew-deadline=3"], "--lease-duration"),
+        (["--lease-duration=15", "--renew-deadline=2", "--retry-period=2"], "--renew-deadline"),
+    ],
+)
+async def test_inconsistent_lease_settings_exit_2(
+    sim: Any, tmp_path: Path, durations: list[str], option: str
+) -> None:
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    args = [
+        a for a in replica_args(kubeconfig) if not a.startswith(("--lease-d", "--renew", "--retry"))
+    ]
+    result = await anyio.run_process([*args, *durations], check=False)
+    assert result.returncode == 2
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1
+    assert option in lines[0] or "--renew-deadline" in lines[0]

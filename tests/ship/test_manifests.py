@@ -215,8 +215,8 @@ def _rules(role: Obj) -> set[tuple[str, str, str, tuple[str, ...]]]:
     }
 
 
-POD_RULES = {("", "pods", verb, ()) for verb in ("get", "list", "watch", "delete")} | {
-    ("", "events", verb, ()) for verb in ("create", "patch")
+POD_RULES = {("", "pods", verb, ()) for verb in ("list", "watch", "delete")} | {
+    ("", "events", "create", ())
 }
 
 

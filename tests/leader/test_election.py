@@ -357,3 +357,25 @@ async def test_the_shipped_role_grants_everything_the_elector_does(
             await wait_for(lambda: not c.spec().get("holderIdentity"), 2.0, "released lease")
     assert not [e for e in logs if e["event"] in ("leader.forbidden", "leader.error")]
     assert {r.status for r in sim.requests if r.user == "elector"} <= {200, 201, 404}
+
+
+async def test_shutdown_does_not_hang_when_the_release_cannot_be_written(
+    campaign: Any, sim: Any
+) -> None:
+    with capture_logs() as logs:
+        async with campaign() as c:
+            a = await c.add("a")
+            b = await c.add("b")
+            leader = await c.wait_leader()
+            standby = b if leader is a else a
+            sim.faults.add_latency(verb="update", resource="leases", seconds=5.0)
+            leader.stop()
+            # The shielded release gives up after its own short timeout.
+            await wait_for(leader.stopped.is_set, 2.0, "the leader's task to end")
+            assert c.spec()["holderIdentity"] == leader.identity
+            sim.faults.clear()
+            # Not released: the standby waits for the lease to expire, then takes over.
+            await wait_for(lambda: standby.elector.is_leader, 5.0, "expiry takeover")
+    failed = [e for e in logs if e["event"] == "leader.error" and e["op"] == "release"]
+    assert [e["identity"] for e in failed] == [leader.identity]
+    assert leader.identity not in [e["identity"] for e in logs if e["event"] == "leader.released"]

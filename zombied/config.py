@@ -811,7 +811,9 @@ def _load_file(path: str, command: str) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: {_yaml_problem(exc)}") from None
     if root is None or root.tag == "tag:yaml.org,2002:null":
-        return {}  # an empty file (only comments, or a lone null) sets nothing
+        # A ConfigMap mounted under the wrong key shows up as an empty file: running
+        # with the defaults (every namespace) instead would widen what zombied deletes.
+        raise ConfigError(f"{where}: the file sets nothing; give at least one option")
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(
             f"{where}: line {root.start_mark.line + 1}: must be a mapping of option names to values"

@@ -19,6 +19,7 @@ from zombied.daemon import Daemon
 from zombied.rules import RuleSet
 from zombied.sim import Simulator
 
+from tests.daemon.conftest import make_config
 from tests.helpers import eventually
 from tests.reliability.world import EXCLUDED_NAMESPACES, LABEL_SELECTOR, World
 
@@ -60,36 +61,6 @@ def config_for(kubeconfig: Path, rules: RuleSet, **changes: Any) -> Any:
         "max_in_flight": 4,
     }
     settings.update(changes)
-    try:
-        from tests.daemon.conftest import make_config  # noqa: PLC0415
-    except ImportError:  # TEMPORARY until zombied.config lands
-        import types  # noqa: PLC0415
-
-        base = {
-            "kubeconfig": str(kubeconfig),
-            "context": None,
-            "namespaces": (),
-            "exclude_namespaces": (),
-            "label_selector": "",
-            "rules": rules,
-            "qps": 500.0,
-            "burst": 100,
-            "max_in_flight": 4,
-            "dry_run": "off",
-            "listen_host": "127.0.0.1",
-            "listen_port": 0,
-            "drain_timeout": 10.0,
-            "leader_elect": False,
-            "lease_name": "zombied",
-            "lease_namespace": "default",
-            "lease_duration": 15.0,
-            "renew_deadline": 10.0,
-            "retry_period": 2.0,
-            "watch_timeout_min": 5.0,
-            "watch_timeout_max": 8.0,
-        }
-        base.update(settings)
-        return types.SimpleNamespace(**base)
     return make_config(kubeconfig, **settings)
 
 

@@ -583,10 +583,9 @@ delete: true
         assert config.rules.rules == (Rule("evicted", 1.0), Rule("failed", 300.0))
 
     @pytest.mark.parametrize("text", ["", "\n", "# only a comment\n", "---\n", "~\n"])
-    def test_empty_file_sets_nothing(self, tmp_path: Path, text: str) -> None:
-        assert run("--config", write(tmp_path, text)) == Config(
-            config_file=str(tmp_path / "zombied.yaml")
-        )
+    def test_empty_file_is_an_error(self, tmp_path: Path, text: str) -> None:
+        message = error("--config", write(tmp_path, text))
+        assert message.endswith(": the file sets nothing; give at least one option")
 
     def test_null_value_keeps_default(self, tmp_path: Path) -> None:
         assert run("--config", write(tmp_path, "qps:\nlease_namespace: null\n")).qps == 5.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -136,6 +137,13 @@ class TestSnapshot:
         with pytest.raises(TypeError):
             snap.labels["app"] = "other"  # type: ignore[index]
         assert hash(snap) == hash(parse_pod(make_pod()))
+
+    def test_pickles(self) -> None:
+        snap = parse_pod(make_pod())
+        assert pickle.loads(pickle.dumps(snap)) == snap
+        assert repr(snap.labels) == "Labels({'app': 'web'})"
+        assert snap.labels == {"app": "web"}
+        assert dict(snap.labels) == {"app": "web"}
 
     def test_keeps_no_reference_into_the_object(self) -> None:
         pod = make_pod()

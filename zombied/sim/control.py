@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from zombied.sim.selectors import parse_selector
 from zombied.sim.status import bad_request, method_not_allowed, path_not_found
 from zombied.sim.store import RESOURCES, encode
 
@@ -112,6 +114,14 @@ class ControlApi:
         if path == "requests/clear":
             sim.requests.clear()
             return _ok({})
+        if path == "churn":
+            return _ok(
+                self.churn(
+                    int(body.get("events", 1000)),
+                    body.get("namespace"),
+                    str(body.get("fieldSelector", "")),
+                )
+            )
         if path.startswith("store/"):
             return self._store_op(path.partition("/")[2], body)
         raise path_not_found()
@@ -136,6 +146,36 @@ class ControlApi:
                     )
                 )
         raise path_not_found()
+
+    def churn(self, events: int, namespace: str | None, field_selector: str = "") -> JSONDict:
+        """Modify pods ``events`` times (an annotation), round robin: watch load on demand.
+
+        Only pods matching ``field_selector`` are touched, so a watch with the same
+        selector sees exactly ``events`` MODIFIED events.
+        """
+        store = self._sim.store
+        started = time.perf_counter()
+        selector = parse_selector("pods", field_selector, "")
+        keys = [
+            (s.fields["metadata.namespace"], s.fields["metadata.name"])
+            for s in store.iter_stored("pods", namespace)
+            if selector.matches_index(s.fields, s.labels)
+        ]
+        if not keys:
+            raise bad_request("churn: no pods to modify")
+        for i in range(events):
+            ns, name = keys[i % len(keys)]
+            obj = store.get("pods", ns, name)
+            if obj is None:
+                continue
+            annotations = obj["metadata"].setdefault("annotations", {})
+            annotations["sim.zombied.io/churn"] = str(i)
+            store.update("pods", obj, check_rv=False)
+        return {
+            "events": events,
+            "seconds": time.perf_counter() - started,
+            "resourceVersion": store.resource_version,
+        }
 
     def stats(self) -> JSONDict:
         sim = self._sim

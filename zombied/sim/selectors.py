@@ -337,6 +337,13 @@ class Selector:
     def empty(self) -> bool:
         return not self.fields and not self.labels
 
+    def matches_index(self, fields: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+        """Match precomputed field values and labels (see ``Stored``)."""
+        for term in self.fields:
+            if (fields.get(term.field, "") == term.value) != (term.op == "="):
+                return False
+        return all(req.matches(labels) for req in self.labels)
+
     def matches(self, obj: JSONDict) -> bool:
         if self.fields:
             getters = FIELD_LABELS.get(self.resource, _META)

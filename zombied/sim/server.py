@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
 BODY_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+#: LISTs longer than this stream out in slices of this many objects.
+STREAM_ITEMS = 2000
 SUBRESOURCE_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch"}
 
 
@@ -339,7 +341,7 @@ class ApiServer:
             raise injected(decision.error.status, decision.error.retry_after)
 
         if verb == "list":
-            return self._list(request, target)
+            return await self._list(request, info, target)
         if verb == "watch":
             return await self._watch(request, info, target)
         if verb == "get":
@@ -374,7 +376,9 @@ class ApiServer:
             )
         return web.Response(body=stored.raw, content_type=JSON_TYPE)
 
-    def _list(self, request: web.Request, target: Target) -> web.Response:
+    async def _list(
+        self, request: web.Request, info: RequestInfo, target: Target
+    ) -> web.StreamResponse:
         query = request.query
         rt = target.rt
         selector = parse_selector(
@@ -443,8 +447,24 @@ class ApiServer:
             + encode(meta)
             + b',"items":['
         )
-        body = head + b",".join(s.raw for s in page.items) + b"]}"
-        return web.Response(body=body, content_type=JSON_TYPE)
+        items = page.items
+        if len(items) <= STREAM_ITEMS:
+            body = head + b",".join(s.raw for s in items) + b"]}"
+            return web.Response(body=body, content_type=JSON_TYPE)
+        # Big lists go out in slices with a known length: no single huge buffer is
+        # built (and then copied again by the transport).
+        length = len(head) + sum(len(s.raw) for s in items) + len(items) - 1 + 2
+        response = web.StreamResponse(headers={"Content-Type": JSON_TYPE})
+        response.content_length = length
+        await response.prepare(request)
+        await response.write(head)
+        for offset in range(0, len(items), STREAM_ITEMS):
+            chunk = b",".join(s.raw for s in items[offset : offset + STREAM_ITEMS])
+            await response.write(chunk if offset == 0 else b"," + chunk)
+        await response.write(b"]}")
+        await response.write_eof()
+        info.bytes = length
+        return response
 
     async def _watch(
         self, request: web.Request, info: RequestInfo, target: Target

@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from zombied.sim.selectors import Selector
+from zombied.sim.selectors import FIELD_LABELS, Selector
 from zombied.sim.status import (
     ApiError,
     already_exists,
@@ -140,17 +140,37 @@ def now_rfc3339(at: float | None = None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True, slots=True)
 class Stored:
-    """One version of one object; ``obj`` is never mutated once stored."""
+    """One version of one object: its encoded JSON plus what selectors look at.
 
-    obj: JSONDict
-    raw: bytes
-    rv: int
+    Only the bytes are kept, not the decoded dict: a pod's dict costs several times
+    its JSON in memory, and LIST and WATCH only ever need the bytes. ``fields`` and
+    ``labels`` let selectors match without decoding.
+    """
 
-    def copy(self) -> JSONDict:
+    __slots__ = ("deleting", "fields", "labels", "raw", "rv", "uid")
+
+    def __init__(self, resource: str, obj: JSONDict, raw: bytes, rv: int) -> None:
+        meta = obj.get("metadata") or {}
+        self.raw = raw
+        self.rv = rv
+        self.uid: str = str(meta.get("uid", ""))
+        self.deleting = "deletionTimestamp" in meta
+        labels = meta.get("labels") or {}
+        self.labels: dict[str, str] = (
+            {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+        )
+        getters = FIELD_LABELS.get(resource) or {}
+        self.fields: dict[str, str] = {name: get(obj) for name, get in getters.items()}
+
+    @property
+    def obj(self) -> JSONDict:
+        """A freshly decoded copy of the object."""
         result: JSONDict = json.loads(self.raw)
         return result
+
+    def copy(self) -> JSONDict:
+        return self.obj
 
 
 class Change:
@@ -189,8 +209,10 @@ class Change:
         skey = selector.key
         if skey in self._matches:
             return self._matches[skey]
-        now = selector.matches(self.stored.obj)
-        before = self.prev is not None and selector.matches(self.prev.obj)
+        now = selector.matches_index(self.stored.fields, self.stored.labels)
+        before = self.prev is not None and selector.matches_index(
+            self.prev.fields, self.prev.labels
+        )
         result: str | None
         if self.type == "ADDED":
             result = "ADDED" if now else None
@@ -337,7 +359,7 @@ class Store:
     ) -> Stored:
         self._rv += 1
         _meta(obj)["resourceVersion"] = str(self._rv)
-        stored = Stored(obj, encode(obj), self._rv)
+        stored = Stored(resource, obj, encode(obj), self._rv)
         table = self._tables[resource]
         if type_ == "DELETED":
             del table.objects[key]
@@ -361,8 +383,10 @@ class Store:
         ``validate_namespace`` to answer 404 for a missing namespace instead.
         """
         rt = RESOURCES[resource]
-        obj = json.loads(encode(obj))
-        meta = _meta(obj)
+        # Shallow copies suffice: the store keeps only the encoding, never these dicts.
+        obj = dict(obj)
+        meta = dict(obj.get("metadata") or {})
+        obj["metadata"] = meta
         name = meta.get("name") or ""
         if not name and meta.get("generateName"):
             name = str(meta["generateName"]) + "".join(
@@ -391,7 +415,7 @@ class Store:
                 self.create("namespaces", {"metadata": {"name": namespace}})
             else:
                 ns_obj = self.get_stored("namespaces", "", namespace)
-                if validate_namespace and ns_obj is not None and _deleting(ns_obj.obj):
+                if validate_namespace and ns_obj is not None and ns_obj.deleting:
                     raise ApiError(
                         403,
                         "Forbidden",
@@ -417,8 +441,9 @@ class Store:
     def update(self, resource: str, obj: JSONDict, *, check_rv: bool = True) -> JSONDict:
         """Replace an object; 409 if ``obj`` carries a resourceVersion that is not current."""
         rt = RESOURCES[resource]
-        obj = json.loads(encode(obj))
-        meta = _meta(obj)
+        obj = dict(obj)
+        meta = dict(obj.get("metadata") or {})
+        obj["metadata"] = meta
         name = str(meta.get("name") or "")
         namespace = str(meta.get("namespace") or "") if rt.namespaced else ""
         if rt.namespaced and not namespace:
@@ -431,7 +456,8 @@ class Store:
         given_rv = meta.get("resourceVersion")
         if check_rv and given_rv not in (None, "") and str(given_rv) != str(current.rv):
             raise stale(rt.qualified, name)
-        cur_meta = current.obj["metadata"]
+        current_obj = current.obj
+        cur_meta = current_obj["metadata"]
         if meta.get("uid") not in (None, "", cur_meta["uid"]):
             raise conflict(
                 rt.qualified,
@@ -448,7 +474,7 @@ class Store:
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
         candidate = {**obj, "metadata": {**meta, "resourceVersion": str(current.rv)}}
-        if candidate == current.obj:
+        if candidate == current_obj:
             # A no-op write keeps the resourceVersion and emits nothing, like the apiserver.
             return current.copy()
         return self._commit(resource, key, "MODIFIED", obj, current).copy()
@@ -476,13 +502,12 @@ class Store:
         current = self._tables[resource].objects.get(key)
         if current is None:
             raise not_found(rt.qualified, name)
-        cur_meta = current.obj["metadata"]
-        if uid is not None and uid != cur_meta["uid"]:
+        if uid is not None and uid != current.uid:
             raise conflict(
                 rt.kind,
                 name,
                 f"the UID in the precondition ({uid}) does not match the UID in record "
-                f"({cur_meta['uid']}). The object might have been deleted and then recreated",
+                f"({current.uid}). The object might have been deleted and then recreated",
             )
         if resource_version is not None and resource_version != str(current.rv):
             raise conflict(
@@ -496,7 +521,7 @@ class Store:
             self.deleted.append(
                 DeletedRecord(current.copy(), current.rv, time.time(), dry_run, user)
             )
-        grace = self._grace(resource, current.obj, grace_period)
+        grace = self._grace(resource, current, grace_period)
         if grace > 0:
             return self._start_graceful(resource, key, current, grace, dry_run=dry_run)
         if dry_run:
@@ -505,9 +530,14 @@ class Store:
             self._purge_namespace(name)
         return self._remove(resource, key, current)
 
-    def _grace(self, resource: str, obj: JSONDict, requested: int | None) -> int:
+    def _grace(self, resource: str, current: Stored, requested: int | None) -> int:
         if resource != "pods":
             return 0
+        if current.fields.get("status.phase") in TERMINAL_PHASES or not current.fields.get(
+            "spec.nodeName"
+        ):
+            return 0
+        obj = current.obj
         spec = obj.get("spec") or {}
         phase = (obj.get("status") or {}).get("phase")
         if not spec.get("nodeName") or phase in TERMINAL_PHASES:
@@ -539,9 +569,7 @@ class Store:
     def finish_graceful(self, namespace: str, name: str, uid: str) -> None:
         """The simulated kubelet is done with a deleting pod: remove it."""
         current = self._tables["pods"].objects.get((namespace, name))
-        if current is None or current.obj["metadata"]["uid"] != uid:
-            return
-        if not _deleting(current.obj):
+        if current is None or current.uid != uid or not current.deleting:
             return
         self._remove("pods", (namespace, name), current)
 
@@ -556,7 +584,7 @@ class Store:
             if not rt.namespaced:
                 continue
             for stored in list(self.iter_stored(resource, namespace)):
-                self._remove(resource, (namespace, stored.obj["metadata"]["name"]), stored)
+                self._remove(resource, (namespace, _name_of(stored)), stored)
 
     # ------------------------------------------------------------ list & watch
 
@@ -625,13 +653,13 @@ class Store:
         if start_after is not None:
             lo = max(lo, bisect.bisect_right(keys, start_after))
         items: list[Stored] = []
-        match = None if selector is None or selector.empty else selector.matches
+        match = None if selector is None or selector.empty else selector.matches_index
         next_start: Key | None = None
         i = lo
         while i < hi:
             stored = objects.get(keys[i])
             i += 1
-            if stored is None or (match is not None and not match(stored.obj)):
+            if stored is None or (match is not None and not match(stored.fields, stored.labels)):
                 continue
             items.append(stored)
             if limit and len(items) >= limit:
@@ -664,8 +692,8 @@ def _ns_range(keys: list[Key], namespace: str) -> tuple[int, int]:
     )
 
 
-def _deleting(obj: JSONDict) -> bool:
-    return "deletionTimestamp" in (obj.get("metadata") or {})
+def _name_of(stored: Stored) -> str:
+    return stored.fields.get("metadata.name") or str(stored.obj["metadata"]["name"])
 
 
 def _parse_time(text: str) -> float:
@@ -676,24 +704,28 @@ def _parse_time(text: str) -> float:
 
 
 def _apply_defaults(resource: str, obj: JSONDict) -> None:
+    """Fill in what the apiserver defaults, copying (never mutating) the caller's dicts."""
     if resource == "pods":
-        spec = obj.setdefault("spec", {})
-        if isinstance(spec, dict):
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            spec.setdefault("schedulerName", "default-scheduler")
-            spec.setdefault("serviceAccountName", "default")
-        status = obj.setdefault("status", {})
-        if isinstance(status, dict):
-            status.setdefault("phase", "Pending")
-            status.setdefault("qosClass", "BestEffort")
+        spec = obj.get("spec")
+        if isinstance(spec, dict) or spec is None:
+            obj["spec"] = {
+                "restartPolicy": "Always",
+                "terminationGracePeriodSeconds": 30,
+                "dnsPolicy": "ClusterFirst",
+                "schedulerName": "default-scheduler",
+                "serviceAccountName": "default",
+                **(spec or {}),
+            }
+        status = obj.get("status")
+        if isinstance(status, dict) or status is None:
+            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort", **(status or {})}
     elif resource == "namespaces":
         obj.setdefault("spec", {"finalizers": ["kubernetes"]})
         obj.setdefault("status", {"phase": "Active"})
-        labels = _meta(obj).setdefault("labels", {})
-        if isinstance(labels, dict):
-            labels.setdefault("kubernetes.io/metadata.name", obj["metadata"]["name"])
+        meta = obj["metadata"]
+        labels = meta.get("labels")
+        if isinstance(labels, dict) or labels is None:
+            meta["labels"] = {"kubernetes.io/metadata.name": meta["name"], **(labels or {})}
 
 
 # ------------------------------------------------------------- continue tokens

@@ -125,7 +125,7 @@ class WatchStream:
             lines.extend(
                 b'{"type":"ADDED","object":' + stored.raw + b"}\n"
                 for stored in store.iter_stored(req.rt.name, req.namespace)
-                if selector is None or selector.matches(stored.obj)
+                if selector is None or selector.matches_index(stored.fields, stored.labels)
             )
             if req.send_initial_events and req.bookmarks:
                 lines.append(self._bookmark(store.resource_version, initial_end=True))

@@ -80,21 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return anyio.run(scan, config, backend="asyncio")
     except ConfigError as exc:
+        # The daemon and scan open the API client before their task groups, so a broken
+        # kubeconfig arrives here as itself, never wrapped in an exception group.
         return _fail(str(exc))
-    except BaseExceptionGroup as group:
-        config_errors, rest_group = group.split(ConfigError)
-        if config_errors is not None and rest_group is None:
-            return _fail(str(_first(config_errors)))
-        raise
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # SIGINT before the signal receiver was installed
         return 130
-
-
-def _first(group: BaseExceptionGroup[ConfigError]) -> BaseException:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
 
 
 def _fail(message: str) -> int:

@@ -214,3 +214,10 @@ async def test_scan_process_exit_codes(sim: Simulator, kubeconfig: Path) -> None
     failed = await anyio.run_process([*base, "--delete"], check=False)
     assert failed.returncode == 1
     assert "failed 1" in failed.stdout.decode()
+
+
+def test_sim_delegates_to_the_simulator_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["sim", "--help"])
+    assert exited.value.code == 0
+    assert "--kubeconfig" in capsys.readouterr().out

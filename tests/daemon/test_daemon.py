@@ -311,3 +311,28 @@ async def test_only_the_leader_deletes(sim: Simulator, config: ConfigFactory) ->
         e["involvedObject"]["name"]: e["reportingInstance"] for e in sim.store.list("events")
     }
     assert reporters == {"first": "one", "second": "one", "third": "two"}
+
+
+async def test_lost_lease_stops_deleting(sim: Simulator, config: ConfigFactory) -> None:
+    sim.store.create("namespaces", {"metadata": {"name": "zombied"}})
+    election = {
+        "leader_elect": True,
+        "lease_namespace": "zombied",
+        "lease_duration": 2.0,
+        "renew_deadline": 1.5,
+        "retry_period": 0.2,
+    }
+    async with Daemon(config(**election), identity="one") as daemon:
+        await eventually(lambda: daemon.leadership.leading)
+        # Another replica takes the lease over (as after a network partition).
+        lease = sim.store.get("leases", "zombied", "zombied")
+        assert lease is not None
+        lease["spec"]["holderIdentity"] = "intruder"
+        lease["spec"]["leaseDurationSeconds"] = 3600
+        sim.store.update("leases", lease, check_rv=False)
+        await eventually(lambda: not daemon.leadership.leading)
+        sim.store.create("pods", zombie("z"))
+        # The key waits in the queue: no worker takes it while this replica is a standby.
+        await eventually(lambda: "team-a/z" in daemon.queue and daemon.queue.processing == 0)
+        assert daemon.ready()
+        assert sim.deleted == []

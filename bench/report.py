@@ -196,9 +196,14 @@ def _fmt_cpu(value: float | None) -> str:
     return f"{value:.2f} s"
 
 
+_SHARED = frozenset({"requests", "bytes", "requests_per_zombie", "cpu_s", "peak_rss_bytes"})
+
+
 def _get(result: PhaseResult | None, name: str) -> float | None:
     if result is None:
         return None
+    if name in _SHARED and result.extra.get("cost_shared"):
+        return None  # shown once, on the row of the run that paid for it
     value = getattr(result, name)
     return float(value)
 
@@ -482,9 +487,9 @@ def _default_period_section(
     rows: list[list[str]] = []
     for pods in sizes(results):
         storm = find(results, CRONJOB, pods, "storm")
-        if storm is None or math.isnan(storm.clear_s):
+        if storm is None or "clear_run_s" not in storm.extra:
             continue
-        expected = model(max(0.0, storm.latency.max - period))
+        expected = model(storm.extra["clear_run_s"])
         rows.append(
             [
                 f"{pods:,} pods",
@@ -497,8 +502,9 @@ def _default_period_section(
         f"## CronJob at its default period of {DEFAULT_CRON_PERIOD:.0f} s (model)",
         "",
         f"This run used a period of {period:.0f} s. A zombie waits for the next run "
-        "(uniform over the period) and then for the run to reach it; with the run time "
-        "measured here the default period gives:",
+        "(uniform over the period) and then for the run to reach it; adding the time the "
+        "clearing run took to its last delete (measured, or projected when cut) to that "
+        "wait gives, at the default period:",
         "",
         markdown_table(["cluster", "p50", "p99", "max"], rows),
         "",

@@ -126,6 +126,7 @@ class Session:
     sim: SimProcess
     pods: int
     nodes: list[str]
+    namespaces: list[str]
     zombies: list[Zombie] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
 
@@ -142,27 +143,35 @@ def pick_nodes(nodes: Sequence[str], plan: Plan, pods: int) -> tuple[list[str], 
     return trickle, storm
 
 
-def start_cluster(workdir: Path, plan: Plan, pods: int, label: str) -> tuple[SimProcess, Session]:
+def start_cluster(
+    workdir: Path, plan: Plan, pods: int, label: str, *, decoys: bool = True
+) -> tuple[SimProcess, Session]:
     sim = SimProcess(workdir, name=f"sim-{label}-{pods}")
     sim.__enter__()
     try:
         started = time.monotonic()
         namespaces = [f"team-{index}" for index in range(plan.namespaces)]
         sim.build(nodes=plan.nodes(pods), pods=pods, namespaces=namespaces)
-        nodes = sim.node_names()
-        trickle, storm = pick_nodes(nodes, plan, pods)
-        spare = next(node for node in reversed(nodes) if node not in {*trickle, *storm})
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        for decoy in decoy_pods(namespaces, node=spare, now=now):
-            sim.create_pod(decoy)
+        session = Session(sim=sim, pods=pods, nodes=sim.node_names(), namespaces=namespaces)
+        if decoys:
+            add_decoys(session, plan)
         log(
-            f"  cluster of {pods:,} pods on {len(nodes)} nodes "
+            f"  [{label} {pods:,}] cluster of {pods:,} pods on {len(session.nodes)} nodes "
             f"in {time.monotonic() - started:.1f} s"
         )
     except BaseException:
         sim.__exit__(None, None, None)
         raise
-    return sim, Session(sim=sim, pods=pods, nodes=nodes)
+    return sim, session
+
+
+def add_decoys(session: Session, plan: Plan) -> None:
+    """Terminal pods no reaper should delete, on a node no scenario shuts down."""
+    trickle, storm = pick_nodes(session.nodes, plan, session.pods)
+    spare = next(node for node in reversed(session.nodes) if node not in {*trickle, *storm})
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for decoy in decoy_pods(session.namespaces, node=spare, now=now):
+        session.sim.create_pod(decoy)
 
 
 def preempt(session: Session, node: str, index: int, group: str) -> Preemption:
@@ -397,7 +406,8 @@ def run_cronjob(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
     period = plan.cron_period_s
     tag = f"[cronjob {pods:,}]"
     log(f"{tag} kubectl every {period:.0f} s, run deadline {plan.cron_deadline_s:.0f} s")
-    sim, session = start_cluster(workdir, plan, pods, "cronjob")
+    # The decoys come after the first run, so that run measures an idle cluster.
+    sim, session = start_cluster(workdir, plan, pods, "cronjob", decoys=False)
     trickle_nodes, storm_nodes = pick_nodes(session.nodes, plan, pods)
     setting = f"every {period:.0f} s"
     with sim, KubectlProxy(sim, workdir, name=f"authproxy-{pods}") as proxy:
@@ -409,6 +419,7 @@ def run_cronjob(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
                 raise RuntimeError(f"the CronJob's first run did not finish: {cron.errors}")
             empty = cron.completed_runs()[0]
             log(f"{tag} empty run took {empty.finished - empty.started:.2f} s")
+            add_decoys(session, plan)
             # Zombies arrive spread over the period (a CronJob's runs are not aligned with
             # preemptions); the storm lands in the middle of it.
             arrivals: list[tuple[float, str, int, str]] = [
@@ -489,8 +500,16 @@ def run_cronjob(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
         results.append(result)
     # The same runs cleared the trickle and the storm: their cost is shown once, on
     # the storm, and covers the zombies they really deleted.
-    results[1].costs = {}
-    results[1].cpu_s = math.nan
+    results[1].extra["cost_shared"] = 1.0
+    if clearing is not None:
+        last = max(
+            [
+                *(float(r["time"]) for r in deleted if clearing.started <= float(r["time"])),
+                *(float(r["time"]) for r in synthetic),
+            ],
+            default=clearing.finished,
+        )
+        results[2].extra["clear_run_s"] = last - clearing.started
     results[2].cost_zombies = measured
     results[2].cost_note = (
         "API requests, CPU and RSS are those of the runs that cleared both the trickle and the "
@@ -523,6 +542,20 @@ def project_cut_run(
     for key, when in projection.times.items():
         zombie = by_key.get(key)
         if zombie is None:
+            # A Failed pod that is no zombie (a decoy): the run would have deleted it too.
+            namespace, _, name = key.partition("/")
+            synthetic.append(
+                {
+                    "obj": {
+                        "metadata": {"namespace": namespace, "name": name, "uid": ""},
+                        "status": {"phase": "Failed", "reason": "(projected)"},
+                    },
+                    "time": when,
+                    "dry_run": False,
+                    "user": "projected",
+                    "group": "",
+                }
+            )
             continue
         synthetic.append(
             {

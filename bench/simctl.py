@@ -71,6 +71,8 @@ class SimProcess:
         self.token = ""
 
     def __enter__(self) -> SimProcess:
+        if self.token:
+            return self  # already started: `with` on a started simulator only stops it
         self.kubeconfig.unlink(missing_ok=True)
         self.child.__enter__()
         try:
@@ -126,9 +128,11 @@ class SimProcess:
             "POST", "/_sim/preempt", {"node": node, "version": version, "variant": variant}
         )
         answered = time.time()
-        # The status change happened inside the call; the simulator's stamp when it gives
-        # one, else the moment we asked (which can only make latencies look longer).
-        failed_at = float(answer.get("time", asked)) if isinstance(answer, dict) else asked
+        # The simulator applies the node's statuses synchronously inside this call and
+        # serves nothing else meanwhile, so no reaper can see them before the answer: the
+        # kubelet's status change is stamped with the answer's arrival (it is later than
+        # the real change by at most one loopback response, and the same for both reapers).
+        failed_at = float(answer.get("time", answered)) if isinstance(answer, dict) else answered
         zombies = [
             Zombie(
                 namespace=str(z["namespace"]),

@@ -126,7 +126,7 @@ def test_targets_judge_latency_lists_and_memory() -> None:
 def test_document_mentions_the_machine_and_the_default_period_model() -> None:
     results = [
         result(ZOMBIED, 1000, "storm", latencies=[0.01], zombies=1),
-        result(CRONJOB, 1000, "storm", latencies=[9.0], zombies=1, clear_s=9.0),
+        result(CRONJOB, 1000, "storm", latencies=[9.0], zombies=1, extra={"clear_run_s": 1.0}),
     ]
     text = render_document(
         results,

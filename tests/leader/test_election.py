@@ -379,3 +379,24 @@ async def test_shutdown_does_not_hang_when_the_release_cannot_be_written(
     failed = [e for e in logs if e["event"] == "leader.error" and e["op"] == "release"]
     assert [e["identity"] for e in failed] == [leader.identity]
     assert leader.identity not in [e["identity"] for e in logs if e["event"] == "leader.released"]
+
+
+async def test_release_rereads_a_lease_changed_since_the_last_renewal(
+    campaign: Any, sim: Any
+) -> None:
+    with capture_logs() as logs:
+        async with campaign() as c:
+            only = await c.add("only")
+            await c.wait_leader()
+            lease = c.lease()
+            assert lease is not None
+            lease["metadata"]["labels"] = {"touched": "yes"}
+            sim.store.update("leases", lease)
+            only.stop()  # before the elector could see the change
+            await wait_for(only.stopped.is_set, 2.0, "the elector to stop")
+            released = c.lease()
+    assert released is not None
+    assert released["spec"]["holderIdentity"] == ""
+    assert released["metadata"]["labels"] == {"touched": "yes"}
+    assert [e["op"] for e in logs if e["event"] == "leader.conflict"] == ["release"]
+    assert [e["reason"] for e in logs if e["event"] == "leader.released"] == ["shutdown"]

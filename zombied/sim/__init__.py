@@ -136,10 +136,11 @@ class Simulator:
         self._runner = None
         self._site = None
 
-    async def restart(self, down_for: float = 0.0) -> None:
+    async def restart(self, down_for: float = 0.0, *, spare: object = None) -> None:
         """Cut every open connection, like an apiserver restart; state survives.
 
         With ``down_for`` the port refuses connections for that many seconds.
+        ``spare`` is a transport to leave open (the control request asking for this).
         """
         assert self._runner is not None
         self.server.cut_watches()
@@ -148,7 +149,8 @@ class Simulator:
         server = self._runner.server
         if server is not None:
             for conn in server.connections:
-                conn.force_close()
+                if conn.transport is not spare:
+                    conn.force_close()
         if down_for > 0:
             await asyncio.sleep(down_for)
             await self._start_site()

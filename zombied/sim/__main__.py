@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 
 from zombied.sim import Simulator
+from zombied.sim.faults import Faults
 from zombied.sim.rbac import InvalidRbac, PolicyRule, load_rules, service_account_user
 from zombied.sim.scenario import SCENARIOS, build_named
 
@@ -116,6 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             user = user or service_account_user(path.read_text(encoding="utf-8"))
         except (InvalidRbac, OSError) as exc:
             parser.error(f"--rbac: {exc}")
+    for spec in args.fault:
+        try:
+            Faults().apply_spec(spec)
+        except ValueError as exc:
+            parser.error(f"--fault: {exc}")
     try:
         return anyio.run(_serve, args, rules, user or "restricted")
     except KeyboardInterrupt:

@@ -62,6 +62,15 @@ class ControlApi:
         return data
 
     async def handle(self, request: web.Request, path: str) -> web.StreamResponse:
+        if path.strip("/") == "restart" and request.method == "POST":
+            body = await self._json(request)
+            await self._sim.restart(float(body.get("down_for", 0.0)), spare=request.transport)
+            response = _ok({"resourceVersion": self._sim.store.resource_version})
+            response.force_close()
+            return response
+        return await self._handle(request, path)
+
+    async def _handle(self, request: web.Request, path: str) -> web.StreamResponse:
         sim = self._sim
         method = request.method
         path = path.strip("/")
@@ -107,9 +116,6 @@ class ControlApi:
             return _ok({"rules": 0})
         if path == "compact":
             sim.compact()
-            return _ok({"resourceVersion": sim.store.resource_version})
-        if path == "restart":
-            await sim.restart(float(body.get("down_for", 0.0)))
             return _ok({"resourceVersion": sim.store.resource_version})
         if path == "requests/clear":
             sim.requests.clear()

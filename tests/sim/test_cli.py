@@ -1,0 +1,147 @@
+"""``python -m zombied.sim`` as a process: kubeconfig once listening, signals, options."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+import anyio
+import pytest
+import yaml
+from anyio.abc import Process
+from zombied.sim.__main__ import build_parser, main
+
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.subprocess
+
+ROLE = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: reaper
+  namespace: team-a
+rules:
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch", "delete"]
+"""
+
+
+async def start(tmp_path: Path, *args: str) -> tuple[Process, Path]:
+    kubeconfig = tmp_path / "kc" / "config"
+    process = await anyio.open_process(
+        [sys.executable, "-m", "zombied.sim", "--port", "0", "--kubeconfig", str(kubeconfig), *args]
+    )
+    await eventually(kubeconfig.exists, timeout=30, message="the kubeconfig to appear")
+    return process, kubeconfig
+
+
+def context(kubeconfig: Path, name: str = "sim") -> tuple[str, str]:
+    config = yaml.safe_load(kubeconfig.read_text())
+    assert config["current-context"] == "sim"
+    server = config["clusters"][0]["cluster"]["server"]
+    users = {u["name"]: u["user"]["token"] for u in config["users"]}
+    return server, users[name]
+
+
+async def stop(process: Process, sig: int = signal.SIGTERM) -> int:
+    process.send_signal(sig)
+    with anyio.fail_after(15):
+        code = await process.wait()
+    if process.stdout is not None:
+        await process.stdout.aclose()
+    if process.stderr is not None:
+        await process.stderr.aclose()
+    return code
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_serves_once_kubeconfig_exists_and_exits_0_on_signal(
+    tmp_path: Path, sig: int
+) -> None:
+    process, kubeconfig = await start(tmp_path)
+    try:
+        server, token = context(kubeconfig)
+        # The file only appears once the port accepts connections: no retry needed.
+        auth = {"Authorization": f"Bearer {token}"}
+        async with (
+            aiohttp.ClientSession(headers=auth) as http,
+            http.get(server + "/api/v1/namespaces") as resp,
+        ):
+            assert resp.status == 200
+        assert [p.name for p in kubeconfig.parent.iterdir()] == ["config"]
+    finally:
+        code = await stop(process, sig)
+    assert code == 0
+
+
+async def test_rbac_scenario_and_fault_options(tmp_path: Path) -> None:
+    role = tmp_path / "role.yaml"
+    role.write_text(ROLE)
+    process, kubeconfig = await start(
+        tmp_path,
+        "--scenario",
+        "small",
+        "--rbac",
+        str(role),
+        "--fault",
+        "error:verb=get,resource=nodes,status=503",
+    )
+    try:
+        server, admin = context(kubeconfig)
+        _, restricted = context(kubeconfig, "restricted")
+        async with aiohttp.ClientSession() as http:
+            auth = {"Authorization": f"Bearer {admin}"}
+            async with http.get(server + "/api/v1/pods", headers=auth) as resp:
+                assert len((await resp.json())["items"]) == 30
+            async with http.get(server + "/api/v1/nodes/anything", headers=auth) as resp:
+                assert resp.status == 503
+            auth = {"Authorization": f"Bearer {restricted}"}
+            async with http.get(server + "/api/v1/namespaces/team-a/pods", headers=auth) as resp:
+                assert resp.status == 200
+            async with http.get(server + "/api/v1/pods", headers=auth) as resp:
+                assert resp.status == 403
+                assert "cannot list resource" in (await resp.json())["message"]
+    finally:
+        assert await stop(process) == 0
+
+
+def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for option in (
+        "--host",
+        "--port",
+        "--kubeconfig",
+        "--scenario",
+        "--rbac",
+        "--fault",
+        "--tls",
+        "--seed",
+        "--history-window",
+        "--bookmark-interval",
+    ):
+        assert option in out
+    assert build_parser().prog
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--kubeconfig", "x", "--port", "-1"],
+        ["--kubeconfig", "x", "--scenario", "galactic"],
+        ["--kubeconfig", "x", "--rbac", "/nonexistent/role.yaml"],
+        ["--kubeconfig", "x", "--fault", "explode:now"],
+    ],
+)
+def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err

@@ -21,6 +21,6 @@ async def test_chaos_soak() -> None:
     assert result.left == []
     assert result.wrong == 0
     assert result.missed == 0
-    assert result.stale == 0
+    assert result.bad_exits == []
     assert result.zombies > 0
     assert result.reaped > 0

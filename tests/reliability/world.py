@@ -358,9 +358,15 @@ class World:
         self.figures.count("replace")
         return key
 
-    def delete_by_other(self, index: int) -> str | None:
-        """A user or the PodGC deletes a pod (gracefully when it is running)."""
-        pod = self._pick(index)
+    def delete_by_other(self, index: int, *, terminal: bool = False) -> str | None:
+        """A user or the PodGC deletes a pod (gracefully when it is running).
+
+        With ``terminal`` only a pod that already ended (a user cleaning up).
+        """
+        pods = self.pods()
+        if terminal:
+            pods = [p for p in pods if (p.get("status") or {}).get("phase") != "Running"]
+        pod = pods[index % len(pods)] if pods else None
         if pod is None:
             return None
         meta = pod["metadata"]

@@ -33,13 +33,21 @@ _HEARTBEAT: Final = 0.5
 
 
 class LoopMonitor:
-    """Measures event-loop lag: how late a periodic sleep wakes up."""
+    """Measures event-loop lag: how late a periodic sleep wakes up.
 
-    def __init__(self, interval: float = _HEARTBEAT, stall_after: float = 10.0) -> None:
+    A stall is reported for ``hold`` seconds after it ended: once the loop runs again
+    the next beat is on time, and a probe arriving a second later must still see it.
+    """
+
+    def __init__(
+        self, interval: float = _HEARTBEAT, stall_after: float = 10.0, hold: float = 60.0
+    ) -> None:
         self.interval = interval
         self.stall_after = stall_after
+        self.hold = hold
         self.lag = 0.0
         self._last_beat: float | None = None
+        self._stall: tuple[float, float] | None = None  # (loop time seen, lag)
 
     async def run(self) -> None:
         """Beat until cancelled."""
@@ -47,15 +55,23 @@ class LoopMonitor:
             before = anyio.current_time()
             self._last_beat = before
             await anyio.sleep(self.interval)
-            self.lag = max(0.0, anyio.current_time() - before - self.interval)
+            self.record(anyio.current_time() - before - self.interval)
+
+    def record(self, lag: float) -> None:
+        """Note how late one beat woke up."""
+        self.lag = max(0.0, lag)
+        if self.lag > self.stall_after:
+            self._stall = (anyio.current_time(), self.lag)
 
     def check(self) -> tuple[bool, str]:
-        """Unhealthy when the last beat came too late, or the next one is overdue."""
-        lag = self.lag
+        """Unhealthy during and shortly after a stall, or while the next beat is overdue."""
+        now = anyio.current_time()
         if self._last_beat is not None:
-            lag = max(lag, anyio.current_time() - self._last_beat - self.interval)
-        if lag > self.stall_after:
-            return False, f"event loop stalled for {lag:.1f}s"
+            overdue = now - self._last_beat - self.interval
+            if overdue > self.stall_after:
+                return False, f"event loop stalled for {overdue:.1f}s"
+        if self._stall is not None and now - self._stall[0] <= self.hold:
+            return False, f"event loop stalled for {self._stall[1]:.1f}s"
         return True, "ok"
 
 

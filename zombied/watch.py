@@ -318,6 +318,7 @@ class Watcher:
         timeout_min: float = 300.0,
         timeout_max: float = 600.0,
         page_size: int = _LIST_PAGE,
+        inactivity_margin: float = _INACTIVITY_MARGIN,
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -327,6 +328,7 @@ class Watcher:
         self.timeout_min = timeout_min
         self.timeout_max = max(timeout_min, timeout_max)
         self.page_size = page_size
+        self.inactivity_margin = inactivity_margin
         self.state = ScopeState(scope.label, watch_timeout=self.timeout_max)
         self._core = client.CoreV1Api(api)
         self._backoff = backoff if backoff is not None else Backoff()
@@ -484,7 +486,7 @@ class Watcher:
             # else a connection that flaps now and then makes the watch blind for up to
             # the backoff cap after each drop.
             self._backoff.reset()
-            inactivity = timeout + _INACTIVITY_MARGIN
+            inactivity = timeout + self.inactivity_margin
             with anyio.CancelScope(deadline=anyio.current_time() + inactivity) as guard:
                 buffer = b""
                 async for chunk in response.content.iter_any():

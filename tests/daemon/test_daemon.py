@@ -336,3 +336,24 @@ async def test_lost_lease_stops_deleting(sim: Simulator, config: ConfigFactory) 
         await eventually(lambda: "team-a/z" in daemon.queue and daemon.queue.processing == 0)
         assert daemon.ready()
         assert sim.deleted == []
+
+
+async def test_healthz_fails_only_when_wedged(sim: Simulator, config: ConfigFactory) -> None:
+    async with Daemon(config()) as daemon:
+        await eventually(daemon.ready)
+        assert await get(daemon.http_port, "/healthz") == (200, "ok\n")
+        state = daemon.watchers[0].state
+        # A loop that made no progress for far longer than its watch timeout is wedged.
+        state.last_progress -= 10_000
+        status, body = await get(daemon.http_port, "/healthz")
+        assert status == 503
+        assert "silent" in body
+        state.last_progress += 10_000
+        state.alive = False
+        status, body = await get(daemon.http_port, "/healthz")
+        assert (status, body) == (503, "watch loop of scope _cluster is not running\n")
+        state.alive = True
+        daemon.monitor.record(60.0)
+        status, body = await get(daemon.http_port, "/healthz")
+        assert status == 503
+        assert "event loop stalled" in body

@@ -9,10 +9,13 @@ metric objects themselves.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.metrics import MetricWrapperBase
 
 from zombied import __version__
+
+# The ``*_created`` series double the exposition for timestamps nobody alerts on.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 #: Every outcome a delete attempt can have, as counted in ``zombied_pods_reaped_total``.
 OUTCOMES = ("deleted", "gone", "conflict", "dry_run", "error")

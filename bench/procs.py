@@ -11,16 +11,17 @@ to 127.0.0.1; this module must never talk to any other address.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import math
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,25 +252,57 @@ class Sampler:
 class Http:
     """A tiny JSON client for 127.0.0.1 with a bearer token."""
 
-    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 60.0) -> None:
-        if not base_url.startswith(f"http://{LOOPBACK}:"):
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 60.0,
+        context: ssl.SSLContext | None = None,
+    ) -> None:
+        if not base_url.startswith((f"http://{LOOPBACK}:", f"https://{LOOPBACK}:")):
             raise ValueError(f"the benchmark only talks to {LOOPBACK}, not {base_url}")
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.context = context
+        self._local = threading.local()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        # One keep-alive connection per thread: thousands of small requests in a storm.
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            parsed = urllib.parse.urlsplit(self.base_url)
+            host, port = parsed.hostname or LOOPBACK, parsed.port
+            if parsed.scheme == "https":
+                conn = http.client.HTTPSConnection(
+                    host, port, timeout=self.timeout, context=self.context
+                )
+            else:
+                conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+            self._local.conn = conn
+        return conn
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        headers = {"Accept": "application/json"}
         if data is not None:
-            req.add_header("Content-Type", "application/json")
+            headers["Content-Type"] = "application/json"
         if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return int(resp.status), resp.read()
-        except urllib.error.HTTPError as err:
-            return int(err.code), err.read()
+            headers["Authorization"] = f"Bearer {self.token}"
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                response = conn.getresponse()
+                return int(response.status), response.read()
+            except (http.client.HTTPException, ConnectionError):
+                # A keep-alive connection the server closed: reconnect once.
+                conn.close()
+                self._local.conn = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def json(self, method: str, path: str, body: Any = None) -> Any:
         code, payload = self.request(method, path, body)

@@ -534,9 +534,14 @@ def _scenario_text(plan: Mapping[str, Any]) -> str:
             "drops the namespace with `-A`), then `kubectl delete --wait=false -n NS pod/...` "
             "batched per namespace as `xargs` would (128 KiB command lines), each run with an "
             "empty kubectl cache as in a fresh CronJob pod. Its RSS is the largest kubectl "
-            "process and its CPU the sum over its runs; it holds no memory between runs. "
-            "kubectl sends no credentials over plain HTTP, so it reaches the simulator "
-            "through a loopback proxy that adds the token (`bench/authproxy.py`).",
+            "process and its CPU the sum over its runs; it holds no memory between runs.",
+            "- The simulator serves HTTPS (`--tls`), as an API server does; both reapers use "
+            "the same admin kubeconfig. Trickle nodes shut down through the simulator's "
+            "`Cluster.preempt` (node cordoned, replacements created, StatefulSet names "
+            "reused after the delete); the storm's pods get the same kubelet status (1.22, "
+            "`Terminated`) written straight into the store by 4 client threads, because "
+            "`preempt` scans the whole cluster per node. Each zombie's status time is the "
+            "simulator's answer to the write that made it.",
             "- kubectl deletes at client-go's default client-side limit (5 requests/s, burst "
             "10), so a big backlog takes long: each run has a deadline of "
             f"{plan.get('cron_deadline_s', 0):.0f} s (`activeDeadlineSeconds`), and the "

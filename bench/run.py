@@ -38,7 +38,6 @@ from bench.procs import Child, Sampler, wait_for
 from bench.report import CRONJOB, ZOMBIED, PhaseResult
 from bench.simctl import (
     REPO,
-    KubectlProxy,
     Preemption,
     SimProcess,
     ZombiedProcess,
@@ -129,6 +128,7 @@ class Session:
     namespaces: list[str]
     zombies: list[Zombie] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
+    storm_window: tuple[float, float] = (0.0, 0.0)
 
 
 def log(message: str) -> None:
@@ -184,6 +184,14 @@ def preempt(session: Session, node: str, index: int, group: str) -> Preemption:
     session.preemptions.append(done)
     session.zombies.extend(done.zombies)
     return done
+
+
+def inject_storm(session: Session, pods: list[dict[str, Any]]) -> None:
+    """Every pod of the storm's nodes gets the kubelet's shutdown status, as fast as it goes."""
+    started = time.time()
+    zombies = session.sim.shut_down(pods, group="storm")
+    session.zombies.extend(zombies)
+    session.storm_window = (started, time.time())
 
 
 def wait_cleared(session: Session, groups: set[str], timeout: float, *, since: int = 0) -> bool:
@@ -271,6 +279,7 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
     sim, session = start_cluster(workdir, plan, pods, "zombied")
     results: list[PhaseResult] = []
     trickle_nodes, storm_nodes = pick_nodes(session.nodes, plan, pods)
+    storm_pods = [pod for on_node in sim.pods_on(storm_nodes).values() for pod in on_node]
     defaults = "defaults: qps 5, burst 10, 4 in flight"
     with sim:
         with (
@@ -333,10 +342,9 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
             profiler = start_profiler(plan, daemon, workdir, pods)
             try:
                 storm_start = time.time()
-                for node in storm_nodes:
-                    preempt(session, node, 0, "storm")
+                inject_storm(session, storm_pods)
                 log(
-                    f"  storm: {len(storm_nodes)} nodes preempted "
+                    f"  storm: {len(storm_pods)} pods on {len(storm_nodes)} nodes shut down "
                     f"in {time.time() - storm_start:.1f} s"
                 )
                 cleared = wait_cleared(session, {"storm"}, plan.clear_timeout_s, since=offset)
@@ -410,10 +418,11 @@ def run_cronjob(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
     sim, session = start_cluster(workdir, plan, pods, "cronjob", decoys=False)
     trickle_nodes, storm_nodes = pick_nodes(session.nodes, plan, pods)
     setting = f"every {period:.0f} s"
-    with sim, KubectlProxy(sim, workdir, name=f"authproxy-{pods}") as proxy:
+    storm_pods = [pod for on_node in sim.pods_on(storm_nodes).values() for pod in on_node]
+    with sim:
         first = time.time() + 0.5
         with CronJob(
-            proxy.kubeconfig, period=period, first=first, deadline_s=plan.cron_deadline_s
+            sim.kubeconfig, period=period, first=first, deadline_s=plan.cron_deadline_s
         ) as cron:
             if not wait_for(lambda: len(cron.completed_runs()) >= 1, timeout=period + 120):
                 raise RuntimeError(f"the CronJob's first run did not finish: {cron.errors}")
@@ -426,10 +435,13 @@ def run_cronjob(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
                 (first + (index + 0.5) * period / len(trickle_nodes), node, index, "trickle")
                 for index, node in enumerate(trickle_nodes)
             ]
-            arrivals.extend((first + 0.5 * period, node, 0, "storm") for node in storm_nodes)
+            arrivals.append((first + 0.5 * period, "", 0, "storm"))
             for at, node, index, group in sorted(arrivals):
                 time.sleep(max(0.0, at - time.time()))
-                preempt(session, node, index, group)
+                if group == "storm":
+                    inject_storm(session, storm_pods)
+                else:
+                    preempt(session, node, index, group)
             # The first run after the last zombie arrived is the one that must clear them.
             target = cron.next_slot(time.time())
             if not wait_for(

@@ -9,15 +9,21 @@ that stop their process on the way out; neither ever talks to anything but 127.0
 
 from __future__ import annotations
 
+import base64
+import ssl
 import sys
 import time
+import urllib.parse
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import yaml
+from zombied.sim.scenario import shutdown_pod
 
 from bench.procs import LOOPBACK, Child, Http, free_port, wait_for
 from bench.stats import Zombie
@@ -63,10 +69,12 @@ class SimProcess:
                 str(self.port),
                 "--kubeconfig",
                 str(self.kubeconfig),
+                # As a real API server, and because kubectl sends tokens only over TLS.
+                "--tls",
             ],
             log_path=workdir / f"{name}.log",
         )
-        self.url = f"http://{LOOPBACK}:{self.port}"
+        self.url = f"https://{LOOPBACK}:{self.port}"
         self.http = Http(self.url, timeout=300.0)
         self.token = ""
 
@@ -79,6 +87,8 @@ class SimProcess:
             if not wait_for(self._kubeconfig_ready, timeout=60):
                 raise RuntimeError(f"simulator did not start:\n{self.child.tail()}")
             config = yaml.safe_load(self.kubeconfig.read_text())
+            ca = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
+            self.http.context = ssl.create_default_context(cadata=ca.decode())
             self.token = str(config["users"][0]["user"]["token"])
             self.http.token = self.token
         except BaseException:
@@ -145,6 +155,45 @@ class SimProcess:
             for z in _zombie_entries(answer)
         ]
         return Preemption(node=node, asked_at=asked, answered_at=answered, zombies=zombies)
+
+    def pods_on(self, nodes: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """Every pod bound to each node, through the API's field selector."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for node in nodes:
+            query = urllib.parse.urlencode({"fieldSelector": f"spec.nodeName={node}"})
+            listing = self.http.json("GET", f"/api/v1/pods?{query}")
+            found[node] = list(listing["items"])
+        return found
+
+    def shut_down(
+        self, pods: Sequence[dict[str, Any]], *, group: str, threads: int = 4
+    ) -> list[Zombie]:
+        """The kubelet's node-shutdown status on these pods, written straight to the store.
+
+        For the storm: `Cluster.preempt` scans every pod of the cluster per node, which
+        at 100k pods would stretch "at once" over minutes. Each pod is stamped with the
+        answer to its own write (the simulator applies it before answering).
+        """
+        now = datetime.now(UTC)
+
+        def one(pod: dict[str, Any]) -> Zombie | None:
+            if (pod.get("status") or {}).get("phase") not in ("Running", "Pending"):
+                return None
+            changed = shutdown_pod(pod, version="1.22", variant="terminated", now=now)
+            changed["metadata"].pop("resourceVersion", None)
+            self.http.json("POST", "/_sim/store/update", {"resource": "pods", "object": changed})
+            meta = changed["metadata"]
+            return Zombie(
+                namespace=str(meta["namespace"]),
+                name=str(meta["name"]),
+                uid=str(meta["uid"]),
+                failed_at=time.time(),
+                group=group,
+                variant="terminated",
+            )
+
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            return [zombie for zombie in pool.map(one, pods) if zombie is not None]
 
     def requests(self) -> list[dict[str, Any]]:
         answer = self.http.json("GET", "/_sim/requests?full=1")
@@ -316,61 +365,3 @@ def decoy_pods(namespaces: Sequence[str], *, node: str, now: str) -> list[dict[s
         pod["metadata"]["annotations"] = {"zombied.io/keep": "true"}
         pods.append(pod)
     return pods
-
-
-class KubectlProxy:
-    """`bench/authproxy.py` in front of the simulator, and a kubeconfig for kubectl.
-
-    kubectl sends no credentials over plain HTTP, so it talks to this proxy, which adds
-    the admin token; the kubeconfig it gets has the proxy as server and no user.
-    """
-
-    def __init__(self, sim: SimProcess, workdir: Path, *, name: str = "authproxy") -> None:
-        self.port = free_port()
-        self.token_file = workdir / f"{name}.token"
-        self.kubeconfig = workdir / f"{name}.kubeconfig"
-        self.sim = sim
-        self.child = Child(
-            name,
-            [
-                sys.executable,
-                str(REPO / "bench" / "authproxy.py"),
-                "--port",
-                str(self.port),
-                "--upstream",
-                sim.url,
-                "--token-file",
-                str(self.token_file),
-            ],
-            log_path=workdir / f"{name}.log",
-        )
-
-    def __enter__(self) -> KubectlProxy:
-        self.token_file.write_text(self.sim.token)
-        self.token_file.chmod(0o600)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "sim", "cluster": {"server": f"http://{LOOPBACK}:{self.port}"}}],
-            "users": [{"name": "anonymous", "user": {}}],
-            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "anonymous"}}],
-            "current-context": "sim",
-        }
-        self.kubeconfig.write_text(yaml.safe_dump(config))
-        self.child.__enter__()
-        probe = Http(f"http://{LOOPBACK}:{self.port}", timeout=2.0)
-        try:
-            if not wait_for(lambda: probe.ok("/version"), timeout=30):
-                raise RuntimeError(f"the kubectl proxy did not start:\n{self.child.tail()}")
-        except BaseException:
-            self.child.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.child.stop()

@@ -288,3 +288,30 @@ async def test_graceful_delete_over_http_shows_deleted_event_after_grace(
         with anyio.fail_after(5):
             events = await read_events(resp, 2)
     assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
+
+
+async def test_client_leaving_mid_watch_is_not_a_server_error(
+    sim: Simulator, http: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    for i in range(300):
+        sim.store.create("pods", pod(f"p{i}"))
+    async with http.get("/api/v1/pods", params={"watch": "1", "timeoutSeconds": "30"}) as resp:
+        await resp.content.readline()
+        resp.close()
+    await eventually(lambda: len(sim.server.streams) == 0)
+    sim.store.create("pods", pod("after"))
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert sim.requests.filter(verb="watch")[0].status == 499
+
+
+async def test_periodic_cuts_and_latency(sim: Simulator, http: aiohttp.ClientSession) -> None:
+    sim.faults.cut_watches_every(0.3)
+    async with http.get("/api/v1/pods", params={"watch": "1", "timeoutSeconds": "30"}) as resp:
+        with anyio.fail_after(5), pytest.raises(aiohttp.ClientPayloadError):
+            await read_events(resp)
+    sim.faults.cut_watches_every(None)
+    sim.faults.add_latency("list", "pods", 0.3)
+    with anyio.fail_after(5):
+        async with http.get("/api/v1/pods") as resp:
+            assert resp.status == 200
+    assert sim.requests.filter(verb="list")[-1].duration >= 0.3

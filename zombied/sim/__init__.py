@@ -96,7 +96,11 @@ class Simulator:
         if self.tls:
             self._ssl, self.ca_pem = await _self_signed(self.host)
         runner = web.AppRunner(
-            self.server.app, handle_signals=False, access_log=None, shutdown_timeout=1.0
+            self.server.app,
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=1.0,
+            handler_cancellation=True,
         )
         await runner.setup()
         self._runner = runner

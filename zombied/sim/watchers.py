@@ -59,6 +59,7 @@ class WatchStream:
         self._bookmark_interval = bookmark_interval
         self._scope: anyio.CancelScope | None = None
         self.cut_requested = False
+        self.client_gone = False
         self.bytes = 0
         self.events = 0
 
@@ -96,14 +97,20 @@ class WatchStream:
                 if self.cut_requested:
                     scope.cancel()
                 with anyio.move_on_after(req.timeout):
-                    async with anyio.create_task_group() as tg:
-                        if self._faults is not None:
-                            tg.start_soon(self._watch_cuts, self._faults.cut_generation)
-                        await self._stream(response, sub, initial, position)
-                        tg.cancel_scope.cancel()
+                    try:
+                        async with anyio.create_task_group() as tg:
+                            if self._faults is not None:
+                                tg.start_soon(self._watch_cuts, self._faults.cut_generation)
+                            await self._stream(response, sub, initial, position)
+                            tg.cancel_scope.cancel()
+                    except* ConnectionError:
+                        # The client went away mid-stream: nothing left to tell it.
+                        self.client_gone = True
         finally:
             store.unsubscribe(sub)
             self._scope = None
+        if self.client_gone:
+            return
         if self.cut_requested:
             transport = http_request.transport
             if transport is not None:

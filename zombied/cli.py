@@ -6,8 +6,9 @@ options), sets up logging and runs the event loop. Every configuration problem, 
 broken kubeconfig included, ends as one line ``zombied: error: <message>`` on stderr
 and exit code 2, never a traceback. It must never contain controller logic.
 
-Exit codes: 0 success (``run`` after a clean drain on SIGTERM/SIGINT), 1 ``scan
---delete`` with at least one failed delete, 2 invalid configuration, 128 + signal
+Exit codes: 0 success (``run`` after a clean drain on SIGTERM/SIGINT), 1 ``scan``
+could not list pods (one line naming the cause, e.g. the missing RBAC rule) or ``scan
+--delete`` had at least one failed delete, 2 invalid configuration, 128 + signal
 number (143 for SIGTERM, 130 for SIGINT) when a second signal interrupts the drain.
 """
 
@@ -20,11 +21,12 @@ from collections.abc import Sequence
 import anyio
 
 from zombied.config import load_config
-from zombied.errors import ConfigError
+from zombied.errors import ConfigError, ZombiedError
 from zombied.log import configure_logging
 
 __all__ = ["main"]
 
+EXIT_FAILED = 1
 EXIT_CONFIG = 2
 COMMANDS = {
     "run": "watch the cluster and delete zombie pods as they become due",
@@ -83,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The daemon and scan open the API client before their task groups, so a broken
         # kubeconfig arrives here as itself, never wrapped in an exception group.
         return _fail(str(exc))
+    except ZombiedError as exc:  # e.g. scan could not list pods: a failure, not a crash
+        print(f"zombied: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:  # SIGINT before the signal receiver was installed
         return 130
 

@@ -6,8 +6,10 @@ now, as a table or JSON. Pods that match a rule but are not yet past its min age
 left out of the listing and never deleted (a later scan or the daemon picks them up);
 their count goes to stderr. With ``--delete`` it reaps the listed pods once through
 `Reaper.delete`, the daemon's own delete path (rate limit, uid precondition, dry run,
-outcome handling), so there is one piece of deleting logic. It must never wait for
-pods to become due and never retry beyond that single pass.
+outcome handling), so there is one piece of deleting logic. A LIST that fails raises
+`PermissionDenied` (naming the missing RBAC rule) or `ZombiedError`, which the command
+line prints as one line with exit code 1. It must never wait for pods to become due
+and never retry beyond that single pass.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anyio
 from kubernetes_asyncio import client
 
-from zombied.kube import open_api_client
+from zombied.errors import PermissionDenied, ZombiedError
+from zombied.kube import api_status, open_api_client
 from zombied.pod import PodSnapshot
 from zombied.reaper import Outcome, Reaper
 from zombied.rules import classify
-from zombied.watch import list_terminal_pods, scopes_for
+from zombied.watch import list_terminal_pods, rbac_rule, scopes_for
 
 if TYPE_CHECKING:
     from zombied.config import Config
@@ -152,7 +155,12 @@ async def _find(api: client.ApiClient, config: Config) -> tuple[list[Zombie], in
     not_due = 0
     seen: set[str] = set()
     for scope in scopes_for(config.namespaces, config.exclude_namespaces):
-        snapshots, _ = await list_terminal_pods(core, scope, label_selector=config.label_selector)
+        try:
+            snapshots, _ = await list_terminal_pods(
+                core, scope, label_selector=config.label_selector
+            )
+        except Exception as exc:
+            raise _list_failed(exc, scope.namespace) from exc
         for pod in snapshots:
             if pod.key in seen:
                 continue
@@ -166,6 +174,20 @@ async def _find(api: client.ApiClient, config: Config) -> tuple[list[Zombie], in
             zombies.append(Zombie(pod, verdict.rule, pod.terminated_at))
     zombies.sort(key=lambda zombie: (zombie.pod.namespace, zombie.pod.name))
     return zombies, not_due
+
+
+def _list_failed(exc: Exception, namespace: str | None) -> Exception:
+    """The one-line error for a LIST that failed; unknown exceptions stay themselves."""
+    status = api_status(exc)
+    if status is None:
+        return exc
+    detail = status.message or status.reason or "no answer"
+    if status.code in (401, 403):
+        rule = rbac_rule("list", "pods", namespace)
+        return PermissionDenied(f"missing RBAC permission to {rule}: {detail}")
+    where = f"in namespace {namespace}" if namespace is not None else "in the cluster"
+    code = f"HTTP {status.code}" if status.code else "connection failed"
+    return ZombiedError(f"cannot list pods {where} ({code}): {detail}")
 
 
 async def _reap(api: client.ApiClient, config: Config, zombies: list[Zombie]) -> None:

@@ -90,6 +90,17 @@ async def test_scan_through_main(
     assert len(sim.deleted) == 1
 
 
+async def test_scan_failure_is_one_line_exit_1(
+    sim: Simulator, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim.faults.add_error("list", "pods", status=403)
+    argv = ["scan", "--kubeconfig", str(kubeconfig)]
+    assert await anyio.to_thread.run_sync(main, argv) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("zombied: error: missing RBAC permission to list pods at the")
+
+
 # -- real processes --------------------------------------------------------------------
 
 

@@ -6,7 +6,9 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from zombied.config import DryRun
+from zombied.errors import PermissionDenied, ZombiedError
 from zombied.rules import Rule, RuleSet
 from zombied.scan import scan
 from zombied.sim import Simulator
@@ -108,3 +110,20 @@ async def test_namespaced_scan(sim: Simulator, config: ConfigFactory) -> None:
     code, out, _ = await run_scan(sim, config, namespaces=("team-b",), output="json")
     assert code == 0
     assert [r["pod"] for r in json.loads(out)] == ["db-0"]
+
+
+async def test_forbidden_list_names_the_rule(
+    sim: Simulator, config: ConfigFactory, tmp_path: Path
+) -> None:
+    token = sim.add_token("nobody", [PolicyRule(("",), ("pods",), ("get",))])
+    kubeconfig = sim.write_kubeconfig(tmp_path / "nobody", token=token)
+    with pytest.raises(PermissionDenied, match="list pods in namespace team-b"):
+        await run_scan(sim, config, kubeconfig=str(kubeconfig), namespaces=("team-b",))
+
+
+async def test_unreachable_server_is_a_one_line_failure(
+    sim: Simulator, config: ConfigFactory
+) -> None:
+    sim.faults.add_error("list", "pods", status=503)
+    with pytest.raises(ZombiedError, match=r"cannot list pods in the cluster \(HTTP 503\)"):
+        await run_scan(sim, config)

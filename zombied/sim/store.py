@@ -140,6 +140,12 @@ def now_rfc3339(at: float | None = None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+KEPT_METADATA = ("creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
+#: Stands for the resourceVersion in an encoding until the version is known.
+_RV_PLACEHOLDER = "\x00rv\x00"
+_RV_PLACEHOLDER_JSON = b'"\\u0000rv\\u0000"'
+
+
 class Stored:
     """One version of one object: its encoded JSON plus what selectors look at.
 
@@ -148,7 +154,7 @@ class Stored:
     ``labels`` let selectors match without decoding.
     """
 
-    __slots__ = ("deleting", "fields", "labels", "raw", "rv", "uid")
+    __slots__ = ("deleting", "fields", "kept", "labels", "raw", "rv", "uid")
 
     def __init__(self, resource: str, obj: JSONDict, raw: bytes, rv: int) -> None:
         meta = obj.get("metadata") or {}
@@ -156,6 +162,8 @@ class Stored:
         self.rv = rv
         self.uid: str = str(meta.get("uid", ""))
         self.deleting = "deletionTimestamp" in meta
+        #: Metadata the server owns, carried over by updates.
+        self.kept: dict[str, Any] = {k: meta[k] for k in KEPT_METADATA if k in meta}
         labels = meta.get("labels") or {}
         self.labels: dict[str, str] = (
             {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
@@ -355,11 +363,27 @@ class Store:
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
 
     def _commit(
-        self, resource: str, key: Key, type_: str, obj: JSONDict, prev: Stored | None
+        self,
+        resource: str,
+        key: Key,
+        type_: str,
+        obj: JSONDict,
+        prev: Stored | None,
+        template: bytes | None = None,
     ) -> Stored:
+        """Store ``obj`` under a new resourceVersion.
+
+        ``template`` is ``obj`` already encoded with the resourceVersion placeholder,
+        so the object is encoded once per write.
+        """
         self._rv += 1
-        _meta(obj)["resourceVersion"] = str(self._rv)
-        stored = Stored(resource, obj, encode(obj), self._rv)
+        rv = str(self._rv)
+        if template is None:
+            _meta(obj)["resourceVersion"] = _RV_PLACEHOLDER
+            template = encode(obj)
+        _meta(obj)["resourceVersion"] = rv
+        raw = template.replace(_RV_PLACEHOLDER_JSON, b'"' + rv.encode() + b'"', 1)
+        stored = Stored(resource, obj, raw, self._rv)
         table = self._tables[resource]
         if type_ == "DELETED":
             del table.objects[key]
@@ -456,28 +480,29 @@ class Store:
         given_rv = meta.get("resourceVersion")
         if check_rv and given_rv not in (None, "") and str(given_rv) != str(current.rv):
             raise stale(rt.qualified, name)
-        current_obj = current.obj
-        cur_meta = current_obj["metadata"]
-        if meta.get("uid") not in (None, "", cur_meta["uid"]):
+        if meta.get("uid") not in (None, "", current.uid):
             raise conflict(
                 rt.qualified,
                 name,
                 f"Precondition failed: UID in precondition: {meta['uid']}, "
-                f"UID in object meta: {cur_meta['uid']}",
+                f"UID in object meta: {current.uid}",
             )
-        meta["uid"] = cur_meta["uid"]
-        meta["creationTimestamp"] = cur_meta.get("creationTimestamp")
-        if "deletionTimestamp" in cur_meta:
-            meta["deletionTimestamp"] = cur_meta["deletionTimestamp"]
-            if "deletionGracePeriodSeconds" in cur_meta:
-                meta["deletionGracePeriodSeconds"] = cur_meta["deletionGracePeriodSeconds"]
-        obj["apiVersion"] = rt.api_version
-        obj["kind"] = rt.kind
-        candidate = {**obj, "metadata": {**meta, "resourceVersion": str(current.rv)}}
-        if candidate == current_obj:
+        meta["uid"] = current.uid
+        for field_name in KEPT_METADATA:
+            if field_name in current.kept:
+                meta[field_name] = current.kept[field_name]
+            else:
+                meta.pop(field_name, None)
+        meta["resourceVersion"] = _RV_PLACEHOLDER
+        obj.pop("apiVersion", None)
+        obj.pop("kind", None)
+        obj = {"apiVersion": rt.api_version, "kind": rt.kind, **obj}
+        template = encode(obj)
+        same = template.replace(_RV_PLACEHOLDER_JSON, b'"' + str(current.rv).encode() + b'"', 1)
+        if same == current.raw:
             # A no-op write keeps the resourceVersion and emits nothing, like the apiserver.
             return current.copy()
-        return self._commit(resource, key, "MODIFIED", obj, current).copy()
+        return self._commit(resource, key, "MODIFIED", obj, current, template).copy()
 
     def delete(
         self,

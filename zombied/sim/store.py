@@ -369,6 +369,7 @@ class Store:
         type_: str,
         obj: JSONDict,
         prev: Stored | None,
+        *,
         template: bytes | None = None,
     ) -> Stored:
         """Store ``obj`` under a new resourceVersion.
@@ -502,7 +503,7 @@ class Store:
         if same == current.raw:
             # A no-op write keeps the resourceVersion and emits nothing, like the apiserver.
             return current.copy()
-        return self._commit(resource, key, "MODIFIED", obj, current, template).copy()
+        return self._commit(resource, key, "MODIFIED", obj, current, template=template).copy()
 
     def delete(
         self,

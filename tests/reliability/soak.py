@@ -7,9 +7,10 @@ cuts watches, injects 5xx and 429 bursts (with Retry-After), latency, compaction
 API server restarts, and kills and restarts the leader (SIGKILL: the lease is not
 released; or SIGTERM: a drain, which must exit 0). Safety is checked continuously; at
 the end the faults stop and every due zombie must be gone within a bound. The run ends
-with ONE summary line, with the RSS of the longest-lived zombied process at its start
-and at the end (terminal pods that nobody deletes stay cached, so a little growth is
-expected while they pile up; users here clean some up, as they do).
+with ONE summary line. Leaders come and go, so memory over time is measured on a third
+process, an observer in ``--dry-run`` that decides like the others and is never killed:
+its RSS at start and end (terminal pods nobody deletes stay cached, so a little growth
+is expected while they pile up; users here clean some up, as they do).
 
 ``python -m tests.reliability.soak --seconds N`` runs it (``SOAK_S`` is the default for
 ``--seconds``, else 600); ``test_soak.py`` runs it under pytest (``SOAK_S``, else 60 s).
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import math
 import os
 import random
 import signal
@@ -63,6 +63,7 @@ class SoakResult:
     rss_start: int = 0
     rss_end: int = 0
     rss_uptime: float = 0.0
+    leader_rss: int = 0
     bad_exits: list[int] = field(default_factory=list)
     faults: dict[str, int] = field(default_factory=dict)
     actions: dict[str, int] = field(default_factory=dict)
@@ -83,7 +84,7 @@ class SoakResult:
             f"missed={self.missed} wrong={self.wrong} bad_exits={len(self.bad_exits)} "
             f"restarts=api:{self.api_restarts},leader:{self.leader_kills} "
             f"rss_mib={self.rss_start / 2**20:.1f}->{self.rss_end / 2**20:.1f}"
-            f"(over {self.rss_uptime:.0f}s) "
+            f"(observer, {self.rss_uptime:.0f}s;leaders<={self.leader_rss / 2**20:.1f}) "
             f"faults[{faults}]"
         )
 
@@ -91,7 +92,9 @@ class SoakResult:
 class ProcessReplica:
     """One ``python -m zombied run --leader-elect`` process; killed with SIGKILL or SIGTERM."""
 
-    def __init__(self, name: str, kubeconfig: Path, sim: Simulator, log_dir: Path) -> None:
+    def __init__(
+        self, name: str, kubeconfig: Path, sim: Simulator, log_dir: Path, *, observer: bool = False
+    ) -> None:
         self.name = name
         self.sim = sim
         self.log = log_dir / f"{name}.log"
@@ -130,6 +133,12 @@ class ProcessReplica:
             "--log-format",
             "json",
         ]
+        if observer:
+            # Decides like the others, deletes nothing: one process that lives through the
+            # whole soak, so its memory shows growth over time.
+            leader = self.command.index("--leader-elect")
+            del self.command[leader : leader + 9]
+            self.command += ["--dry-run", "client"]
         self.process: anyio.abc.Process | None = None
         self.ready = False
         self.started_at = 0.0
@@ -221,7 +230,8 @@ async def run_soak(seconds: float, *, seed: int = 0, quiet: bool = False) -> Soa
             replicas = [
                 ProcessReplica(f"zombied-{i}", kubeconfig, sim, Path(tmp)) for i in range(2)
             ]
-            for replica in replicas:
+            observer = ProcessReplica("zombied-observer", kubeconfig, sim, Path(tmp), observer=True)
+            for replica in (*replicas, observer):
                 await tg.start(replica.run)
             with anyio.move_on_after(seconds):
                 async with anyio.create_task_group() as drivers:
@@ -229,14 +239,13 @@ async def run_soak(seconds: float, *, seed: int = 0, quiet: bool = False) -> Soa
                     drivers.start_soon(_chaos_driver, sim, replicas, tg, rng, result)
                     drivers.start_soon(_safety_checker, world)
             await _settle(sim, world, replicas, result)
-            # The longest-lived process tells whether memory grows with time.
-            oldest = min(replicas, key=lambda r: r.started_at if r.running else math.inf)
-            result.rss_start, result.rss_end = oldest.rss_start, oldest.rss()
-            result.rss_uptime = time.monotonic() - oldest.started_at
-            for replica in replicas:
+            result.rss_start, result.rss_end = observer.rss_start, observer.rss()
+            result.rss_uptime = time.monotonic() - observer.started_at
+            result.leader_rss = max(replica.rss() for replica in replicas)
+            for replica in (*replicas, observer):
                 replica.kill(drain=True)
             with anyio.move_on_after(30):
-                for replica in replicas:
+                for replica in (*replicas, observer):
                     await replica.stopped()
             result.bad_exits = [
                 code for replica in replicas for code in replica.drain_exits if code != 0
@@ -244,7 +253,7 @@ async def run_soak(seconds: float, *, seed: int = 0, quiet: bool = False) -> Soa
             tg.cancel_scope.cancel()  # latency removals still sleeping
         world.check_safety()
         if not quiet and (result.violations or result.left or result.bad_exits):
-            for replica in replicas:
+            for replica in (*replicas, observer):
                 tail = replica.log.read_bytes()[-3000:].decode(errors="replace")
                 print(f"--- {replica.name} log tail ---\n{tail}", file=sys.stderr)
     result.zombies = world.figures.zombies

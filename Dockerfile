@@ -22,14 +22,15 @@ LABEL org.opencontainers.image.title="zombied" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="docker.io/library/python:3.11.11-slim-bookworm"
-ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
+ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-# Bind mounts keep the wheel and the constraints out of the image layers.
+# Bind mounts keep the wheel and the constraints out of the image layers. pip compiles
+# the bytecode now, so that nothing needs writing at run time.
 RUN --mount=type=bind,from=builder,source=/dist,target=/wheels \
     --mount=type=bind,source=constraints.txt,target=/tmp/constraints.txt \
-    python -m pip install --no-cache-dir -c /tmp/constraints.txt /wheels/zombied-*.whl
+    python -m pip install --no-cache-dir --compile -c /tmp/constraints.txt /wheels/zombied-*.whl
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
 # 65532 is the conventional "nonroot" UID of distroless images; numeric so that
 # Kubernetes can verify runAsNonRoot without reading /etc/passwd.
 USER 65532:65532

@@ -14,6 +14,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tomllib
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,12 @@ from .manifests import ROOT
 
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
+
+
+def project_version() -> str:
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        version: str = tomllib.load(file)["project"]["version"]
+    return version
 
 
 @dataclass
@@ -179,6 +186,8 @@ def test_oci_labels(stages: list[Stage]) -> None:
     labels = " ".join(stages[-1].all("LABEL"))
     for key in ("title", "description", "version", "licenses"):
         assert f"org.opencontainers.image.{key}=" in labels
+    # `make image` passes the version; the default must not go stale either.
+    assert f"VERSION={project_version()}" in stages[-1].all("ARG")
 
 
 def test_dockerignore_admits_exactly_what_the_build_copies(stages: list[Stage]) -> None:
@@ -291,7 +300,7 @@ def test_console_script_runs_as_in_the_image(wheel: Path, tmp_path: Path) -> Non
         env=env,
         timeout=60,
     )
-    assert "0.1.0" in version.stdout
+    assert project_version() in version.stdout
     # The code that ran is the wheel's, not the source tree's.
     origin = subprocess.run(
         [sys.executable, "-c", "import zombied.cli; print(zombied.cli.__file__)"],

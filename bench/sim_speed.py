@@ -164,6 +164,7 @@ async def fan_out(
             churn_body = {"events": events, "fieldSelector": selector}
             with anyio.fail_after(300):
                 async with http.post("/_sim/churn", json=churn_body) as resp:
+                    resp.raise_for_status()
                     churn = await resp.json()
                 await all_done.wait()
         total = max(done_at) - started

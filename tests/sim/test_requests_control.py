@@ -175,8 +175,11 @@ async def test_control_api(sim: Simulator, http: aiohttp.ClientSession) -> None:
     async with http.get("/_sim/stats") as r:
         stats = await r.json()
     assert stats["objects"]["nodes"] == 2
-    async with http.post("/_sim/churn", json={"events": 5}) as r:
-        assert (await r.json())["events"] == 5
+    for _ in range(2):
+        before = sim.store.resource_version
+        async with http.post("/_sim/churn", json={"events": 5}) as r:
+            assert (await r.json())["events"] == 5
+        assert sim.store.resource_version == before + 5
     async with http.get("/_sim/nothing") as r:
         assert r.status == 404
     async with http.post("/_sim/restart") as r:

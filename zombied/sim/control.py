@@ -169,13 +169,14 @@ class ControlApi:
         ]
         if not keys:
             raise bad_request("churn: no pods to modify")
+        base = store.resource_version  # unique values: a repeated write would be a no-op
         for i in range(events):
             ns, name = keys[i % len(keys)]
             obj = store.get("pods", ns, name)
             if obj is None:
                 continue
             annotations = obj["metadata"].setdefault("annotations", {})
-            annotations["sim.zombied.io/churn"] = str(i)
+            annotations["sim.zombied.io/churn"] = f"{base}-{i}"
             store.update("pods", obj, check_rv=False)
         return {
             "events": events,

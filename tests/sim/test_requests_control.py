@@ -108,6 +108,10 @@ async def test_missing_or_unknown_token_is_401(sim: Simulator) -> None:
         async with http.get("/api/v1/pods", headers={"Authorization": "Bearer wrong"}) as r:
             assert r.status == 401
     assert sim.requests[-1].status == 401
+    async with aiohttp.ClientSession(sim.url) as http:
+        for path in ("/healthz", "/livez", "/readyz", "/version"):
+            async with http.get(path) as r:
+                assert r.status == 200, path
 
 
 async def test_restricted_token_gets_the_apiserver_403(sim: Simulator) -> None:

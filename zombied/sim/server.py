@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
 BODY_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
 #: LISTs longer than this stream out in slices of this many objects.
 STREAM_ITEMS = 2000
 SUBRESOURCE_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch"}
@@ -201,6 +202,10 @@ class ApiServer:
     async def _serve(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
         path = request.path
         user = self.authorizer.authenticate(request.headers.get("Authorization"))
+        if user is None and path in PUBLIC_PATHS:
+            # system:public-info-viewer lets anyone read these on a real apiserver.
+            info.verb = "get"
+            return self._non_resource([path.strip("/")]) or _json_response({})
         if user is None:
             raise unauthorized()
         info.user = user

@@ -277,19 +277,17 @@ class ApiServer:
 
         if not rest:
             raise path_not_found()
-        if rest[0] == "namespaces" and len(rest) >= 3 and group == "" and rest[2] in RESOURCES:
+        # /namespaces/NS/RESOURCE... unless it is the core group's own namespaces
+        # resource with a subresource (/api/v1/namespaces/NAME/status).
+        if rest[0] == "namespaces" and len(rest) >= 3 and (group or rest[2] in RESOURCES):
             rt = lookup(rest[2])
             if not rt.namespaced or len(rest) > 5:
                 raise path_not_found()
             return Target(
-                rt, rest[1], rest[3] if len(rest) > 3 else "", rest[4] if len(rest) > 4 else ""
-            )
-        if rest[0] == "namespaces" and len(rest) >= 3 and group != "":
-            rt = lookup(rest[2])
-            if not rt.namespaced or len(rest) > 5:
-                raise path_not_found()
-            return Target(
-                rt, rest[1], rest[3] if len(rest) > 3 else "", rest[4] if len(rest) > 4 else ""
+                rt,
+                rest[1],
+                rest[3] if len(rest) > 3 else "",
+                rest[4] if len(rest) > 4 else "",
             )
         rt = lookup(rest[0])
         if len(rest) > 3:

@@ -57,3 +57,9 @@ def describe(repo: Path) -> dict[str, str]:
         "kubectl": kubectl[0] if kubectl else "unavailable",
         "psutil / matplotlib": f"{_version('psutil')} / {_version('matplotlib')}",
     }
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages: other work on the machine skews every figure."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"

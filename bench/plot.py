@@ -94,7 +94,7 @@ def draw(results: Sequence[PhaseResult], path: Path, *, title: str) -> Path:
     axis.set_ylim(bottom=0)
     axis.set_title("peak RSS against cluster size")
     axis.grid(visible=True, which="both", alpha=0.3)
-    axis.legend(fontsize=7, loc="upper left")
+    axis.legend(fontsize=7, loc="lower right")
 
     figure.suptitle(title, fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -151,6 +151,12 @@ def comparison_rows(results: Sequence[PhaseResult], scenario: str) -> list[list[
             ("reap latency p99", _lat(zombied, "p99"), _lat(cron, "p99"), fmt_seconds),
             ("reap latency max", _lat(zombied, "max"), _lat(cron, "max"), fmt_seconds),
             ("time to clear", _get(zombied, "clear_s"), _get(cron, "clear_s"), fmt_seconds),
+            (
+                "  after the last status change",
+                _extra(zombied, "drain_s"),
+                _extra(cron, "drain_s"),
+                fmt_seconds,
+            ),
             ("API requests", _get(zombied, "requests"), _get(cron, "requests"), fmt_count),
             ("API response bytes", _get(zombied, "bytes"), _get(cron, "bytes"), fmt_bytes),
             (
@@ -166,6 +172,12 @@ def comparison_rows(results: Sequence[PhaseResult], scenario: str) -> list[list[
                 fmt_bytes,
             ),
             ("CPU seconds", _get(zombied, "cpu_s"), _get(cron, "cpu_s"), _fmt_cpu),
+            (
+                "  simulator's CPU seconds meanwhile",
+                _extra(zombied, "sim_cpu_s"),
+                _extra(cron, "sim_cpu_s"),
+                _fmt_cpu,
+            ),
             ("zombies missed", _get(zombied, "missed"), _get(cron, "missed"), fmt_count),
             ("wrong deletes", _get(zombied, "wrong"), _get(cron, "wrong"), fmt_count),
         ]
@@ -176,7 +188,7 @@ def comparison_rows(results: Sequence[PhaseResult], scenario: str) -> list[list[
             )
         for label, left, right, fmt in figures:
             show_ratio = label not in {"zombies", "zombies missed", "wrong deletes"} and not (
-                label.startswith("  ")
+                label.startswith("  of which")
             )
             rows.append(
                 [
@@ -206,6 +218,12 @@ def _get(result: PhaseResult | None, name: str) -> float | None:
         return None  # shown once, on the row of the run that paid for it
     value = getattr(result, name)
     return float(value)
+
+
+def _extra(result: PhaseResult | None, name: str) -> float | None:
+    if result is None or name not in result.extra:
+        return None
+    return float(result.extra[name])
 
 
 def _lat(result: PhaseResult | None, name: str) -> float | None:
@@ -382,6 +400,7 @@ def render_document(
     command: str,
     model: Callable[[float], LatencySummary],
     notes: Sequence[str] = (),
+    appendix: Sequence[str] = (),
 ) -> str:
     """The whole of RESULTS.md."""
     period = float(plan["cron_period_s"])
@@ -475,6 +494,7 @@ def render_document(
         parts.extend(["## Wrong deletes (examples)", "", *wrong, ""])
     if notes:
         parts.extend(["## Notes", "", *(f"- {note}" for note in notes), ""])
+    parts.extend(appendix)
     return "\n".join(parts)
 
 

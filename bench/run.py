@@ -32,7 +32,7 @@ if __package__ in (None, ""):
     # Run as a script (`python bench/run.py`): make the `bench` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import machine, plot, report
+from bench import machine, plot, profile, report
 from bench.cronjob import CronJob, CronRun
 from bench.procs import Child, Sampler, wait_for
 from bench.report import CRONJOB, ZOMBIED, PhaseResult
@@ -98,6 +98,7 @@ class Plan:
     seed: int = 1
     quick: bool = False
     profile: bool = False
+    profile_path: Path | None = None
 
     def nodes(self, pods: int) -> int:
         return max(1, math.ceil(pods / self.pods_per_node))
@@ -232,7 +233,13 @@ def phase_result(
     zombies = [z for z in session.zombies if z.group == scenario]
     wrong = audit.wrong if judge_wrong else []
     succeeded = sum(1 for z in audit.missed if z.group == scenario and z.variant == "succeeded")
+    deletes = audit.deleted_by_group.get(scenario, [])
+    extra: dict[str, float] = {}
+    if zombies and deletes:
+        extra["drain_s"] = max(deletes) - max(z.failed_at for z in zombies)
+        extra["arrival_s"] = max(z.failed_at for z in zombies) - min(z.failed_at for z in zombies)
     return PhaseResult(
+        extra=extra,
         reaper=reaper,
         pods=session.pods,
         nodes=len(session.nodes),
@@ -266,9 +273,17 @@ def with_floor(result: PhaseResult, session: Session, qps: float, burst: int) ->
     )
 
 
-def sampled(result: PhaseResult, sampler: Sampler, since: float, until: float) -> PhaseResult:
+def sampled(
+    result: PhaseResult,
+    sampler: Sampler,
+    since: float,
+    until: float,
+    server: Sampler | None = None,
+) -> PhaseResult:
     result.peak_rss_bytes = peak(sampler.rss, since, until)
     result.extra["rss_high_water_since_start"] = sampler.high_water
+    if server is not None:
+        result.extra["sim_cpu_s"] = server.cpu_at(until) - server.cpu_at(since)
     result.cpu_s = sampler.cpu_at(until) - sampler.cpu_at(since)
     return result
 
@@ -279,9 +294,9 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
     sim, session = start_cluster(workdir, plan, pods, "zombied")
     results: list[PhaseResult] = []
     trickle_nodes, storm_nodes = pick_nodes(session.nodes, plan, pods)
-    storm_pods = [pod for on_node in sim.pods_on(storm_nodes).values() for pod in on_node]
     defaults = "defaults: qps 5, burst 10, 4 in flight"
-    with sim:
+    with sim, Sampler(sim.child.pid, interval=0.25) as server:
+        storm_pods = [pod for on_node in sim.pods_on(storm_nodes).values() for pod in on_node]
         with (
             ZombiedProcess(
                 sim, workdir, name=f"zombied-defaults-{pods}", extra=AS_DEPLOYED
@@ -294,6 +309,8 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
             watches = sim.open_watches()
             time.sleep(plan.steady_s / 2)
             steady_end = time.time()
+            sampler.sample()
+            server.sample()
             log(f"  steady state {plan.steady_s:.0f} s, {watches} open watch(es)")
             for index, node in enumerate(trickle_nodes):
                 if index:
@@ -303,6 +320,7 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
             time.sleep(0.5)  # let the Events that follow the deletes land inside the window
             trickle_end = time.time()
             sampler.sample()
+            server.sample()
             log(
                 f"  trickle of {len(trickle_nodes)} nodes {'cleared' if cleared else 'NOT cleared'}"
             )
@@ -318,7 +336,7 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
                 requests=requests,
             )
             steady.extra["open_watches"] = float(watches)
-            results.append(sampled(steady, sampler, steady_start, steady_end))
+            results.append(sampled(steady, sampler, steady_start, steady_end, server))
             trickle = phase_result(
                 session,
                 reaper=ZOMBIED,
@@ -330,7 +348,7 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
                 requests=requests,
             )
             with_floor(trickle, session, ZOMBIED_DEFAULT_QPS, ZOMBIED_DEFAULT_BURST)
-            results.append(sampled(trickle, sampler, steady_end, trickle_end))
+            results.append(sampled(trickle, sampler, steady_end, trickle_end, server))
         offset = sim.deleted_count()
         with (
             ZombiedProcess(
@@ -351,6 +369,7 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
                 time.sleep(0.5)
                 storm_end = time.time()
                 sampler.sample()
+                server.sample()
             finally:
                 if profiler is not None:
                     profiler.stop()
@@ -366,7 +385,7 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
                 requests=sim.requests(),
             )
             with_floor(storm, session, LIFTED_QPS, LIFTED_BURST)
-            results.append(sampled(storm, sampler, storm_start, storm_end))
+            results.append(sampled(storm, sampler, storm_start, storm_end, server))
         # A wrong delete outside every measured window (at start-up, say) counts too.
         everything = audit_deletes(session.zombies, sim.deleted())
         stray = len(everything.wrong) - sum(r.wrong for r in results)
@@ -380,7 +399,7 @@ def start_profiler(plan: Plan, daemon: ZombiedProcess, workdir: Path, pods: int)
     """py-spy on the zombied process for the largest storm, when asked for."""
     if not plan.profile or pods != max(plan.sizes):
         return None
-    out = workdir / f"profile-storm-{pods}.txt"
+    out = plan.profile_path or workdir / f"profile-storm-{pods}.txt"
     child = Child(
         "py-spy",
         [
@@ -392,6 +411,11 @@ def start_profiler(plan: Plan, daemon: ZombiedProcess, workdir: Path, pods: int)
             "raw",
             "--rate",
             "100",
+            # Only samples holding the GIL: where the CPU goes, not where threads wait.
+            "--gil",
+            "--threads",
+            # Sample without pausing zombied, so the profile does not slow the storm down.
+            "--nonblocking",
             "--output",
             str(out),
         ],
@@ -418,8 +442,8 @@ def run_cronjob(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
     sim, session = start_cluster(workdir, plan, pods, "cronjob", decoys=False)
     trickle_nodes, storm_nodes = pick_nodes(session.nodes, plan, pods)
     setting = f"every {period:.0f} s"
-    storm_pods = [pod for on_node in sim.pods_on(storm_nodes).values() for pod in on_node]
-    with sim:
+    with sim, Sampler(sim.child.pid, interval=0.25) as server:
+        storm_pods = [pod for on_node in sim.pods_on(storm_nodes).values() for pod in on_node]
         first = time.time() + 0.5
         with CronJob(
             sim.kubeconfig, period=period, first=first, deadline_s=plan.cron_deadline_s
@@ -452,6 +476,7 @@ def run_cronjob(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
                 log(f"{tag} the clearing run did not finish in time")
         runs = cron.completed_runs()
         deleted, requests = sim.deleted(), sim.requests()
+        server.sample()
     for run in runs:
         log(
             f"{tag} run at +{run.scheduled - first:.1f} s: listed {run.listed}, "
@@ -504,6 +529,7 @@ def run_cronjob(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
         )
         result.peak_rss_bytes = float(max((run.max_rss_bytes for run in busy), default=0))
         result.cpu_s = sum(run.cpu_seconds for run in busy)
+        result.extra["sim_cpu_s"] = server.cpu_at(end) - server.cpu_at(since)
         projected = sum(1 for record in synthetic if record["group"] == scenario)
         result.extra["projected"] = float(projected)
         if projected:
@@ -636,6 +662,16 @@ def render(
         command=command,
         model=lambda run_s: expected_cron_latency(DEFAULT_PERIOD, run_s),
         notes=run_notes(results),
+        appendix=profile_appendix(plan),
+    )
+
+
+def profile_appendix(plan: Plan) -> list[str]:
+    if plan.profile_path is None or not plan.profile_path.exists():
+        return []
+    summary = profile.summarise(profile.parse_collapsed(plan.profile_path.read_text()))
+    return profile.render(
+        summary, title=f"Profile: zombied during the {max(plan.sizes):,}-pod storm"
     )
 
 
@@ -673,9 +709,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "(default bench/; quick: a temporary directory)",
     )
     parser.add_argument(
-        "--profile",
+        "--no-profile",
         action="store_true",
-        help="py-spy record the zombied process during the largest storm",
+        help="do not py-spy the zombied process during the largest storm (default: profile, "
+        "except with --quick)",
     )
     parser.add_argument("--skip-cronjob", action="store_true", help="measure zombied only")
     return parser.parse_args(argv)
@@ -694,13 +731,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = replace(plan, sizes=tuple(int(size) for size in args.sizes.split(",")))
     if args.cron_period:
         plan = replace(plan, cron_period_s=args.cron_period)
-    if args.profile:
-        plan = replace(plan, profile=True)
     workdir = Path(tempfile.mkdtemp(prefix="zombied-bench-"))
+    if not args.no_profile and not plan.quick:
+        plan = replace(
+            plan, profile=True, profile_path=workdir / f"profile-storm-{max(plan.sizes)}.txt"
+        )
     out = args.out or (workdir if plan.quick else BENCH_DIR)
     log(f"logs in {workdir}")
     started = time.monotonic()
     facts = machine.describe(REPO)
+    facts["load average at start (1/5/15 min)"] = machine.load_average()
     results: list[PhaseResult] = []
     for pods in plan.sizes:
         results.extend(run_zombied(plan, pods, workdir))
@@ -713,6 +753,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for future in futures:
                 results.extend(future.result())
     elapsed = time.monotonic() - started
+    facts["load average at end (1/5/15 min)"] = machine.load_average()
     write_outputs(results, plan, out, facts, elapsed)
     log(f"done in {elapsed:.0f} s: {out / 'RESULTS.md'}, {out / 'results.png'}")
     print(report.summary_lines(results))

@@ -64,6 +64,7 @@ class SoakResult:
     rss_end: int = 0
     rss_uptime: float = 0.0
     leader_rss: int = 0
+    slow_starts: int = 0
     bad_exits: list[int] = field(default_factory=list)
     faults: dict[str, int] = field(default_factory=dict)
     actions: dict[str, int] = field(default_factory=dict)
@@ -82,6 +83,7 @@ class SoakResult:
         return (
             f"soak {self.seconds:.0f}s: zombies={self.zombies} reaped={self.reaped} "
             f"missed={self.missed} wrong={self.wrong} bad_exits={len(self.bad_exits)} "
+            f"slow_starts={self.slow_starts} "
             f"restarts=api:{self.api_restarts},leader:{self.leader_kills} "
             f"rss_mib={self.rss_start / 2**20:.1f}->{self.rss_end / 2**20:.1f}"
             f"(observer, {self.rss_uptime:.0f}s;leaders<={self.leader_rss / 2**20:.1f}) "
@@ -145,6 +147,8 @@ class ProcessReplica:
         self.rss_start = 0
         #: Exit codes of runs ended with SIGTERM (must all be 0).
         self.drain_exits: list[int] = []
+        #: Log tails of starts that took more than a minute to list.
+        self.stalls: list[str] = []
         self._drained = False
         self._done = anyio.Event()
         self._done.set()
@@ -179,15 +183,19 @@ class ProcessReplica:
                 ) as process:
                     self.process = process
                     mark = self.log.stat().st_size
-                    await eventually(
-                        lambda: (
-                            process.returncode is not None
-                            or b'"watch.synced"' in self.log.read_bytes()[mark:]
-                        ),
-                        timeout=60,
-                        interval=0.05,
-                        message=f"{self.name} to list",
-                    )
+
+                    def started() -> bool:
+                        synced = b'"watch.synced"' in self.log.read_bytes()[mark:]
+                        return synced or process.returncode is not None
+
+                    try:
+                        await eventually(started, timeout=60, interval=0.05)
+                    except AssertionError:
+                        # Slow under chaos (the LIST failing again and again): note it, with
+                        # the log to tell why, and keep waiting.
+                        tail = self.log.read_bytes()[mark:][-4000:].decode(errors="replace")
+                        self.stalls.append(tail)
+                        await eventually(started, timeout=600, interval=0.1)
                     self.ready = process.returncode is None
                     self.started_at = time.monotonic()
                     self.rss_start = self.rss()
@@ -217,7 +225,9 @@ class ProcessReplica:
         await self._done.wait()
 
 
-async def run_soak(seconds: float, *, seed: int = 0, quiet: bool = False) -> SoakResult:
+async def run_soak(
+    seconds: float, *, seed: int = 0, quiet: bool = False, log_dir: Path | None = None
+) -> SoakResult:
     """Run the soak for ``seconds`` of chaos with two zombied processes; return the figures."""
     rng = random.Random(seed)
     result = SoakResult(seconds)
@@ -247,6 +257,11 @@ async def run_soak(seconds: float, *, seed: int = 0, quiet: bool = False) -> Soa
             with anyio.move_on_after(30):
                 for replica in (*replicas, observer):
                     await replica.stopped()
+            result.slow_starts = sum(len(replica.stalls) for replica in replicas)
+            if not quiet:
+                for replica in replicas:
+                    for tail in replica.stalls:
+                        print(f"--- {replica.name} slow start ---\n{tail}", file=sys.stderr)
             result.bad_exits = [
                 code for replica in replicas for code in replica.drain_exits if code != 0
             ]
@@ -391,8 +406,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--seconds", type=float, default=float(os.environ.get("SOAK_S") or 600), help="chaos time"
     )
     parser.add_argument("--seed", type=int, default=int(time.time()), help="randomness seed")
+    parser.add_argument("--keep-logs", type=Path, help="write the zombied logs to this directory")
     args = parser.parse_args(argv)
-    run = functools.partial(run_soak, args.seconds, seed=args.seed)
+    run = functools.partial(run_soak, args.seconds, seed=args.seed, log_dir=args.keep_logs)
     result = anyio.run(run, backend="asyncio")
     print(result.line() + f" seed={args.seed}")
     return 0 if result.ok else 1

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 if __package__ in (None, ""):
     # Run as a script (`python bench/run.py`): make the `bench` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -262,6 +264,15 @@ def phase_result(
     )
 
 
+def busy_fraction(before: Any, after: Any) -> float:
+    """Share of all cores' time spent busy between two `psutil.cpu_times()` readings."""
+    total = sum(after) - sum(before)
+    idle = (after.idle + getattr(after, "iowait", 0.0)) - (
+        before.idle + getattr(before, "iowait", 0.0)
+    )
+    return (total - idle) / total if total > 0 else math.nan
+
+
 def with_floor(result: PhaseResult, session: Session, qps: float, burst: int) -> None:
     """What the rate limit alone would impose on these arrivals: the latency floor."""
     arrivals = [z.failed_at for z in session.zombies if z.group == result.scenario]
@@ -359,6 +370,8 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
             sampler.sample()
             profiler = start_profiler(plan, daemon, workdir, pods)
             try:
+                machine_before = psutil.cpu_times()
+                harness_before = psutil.Process().cpu_times()
                 storm_start = time.time()
                 inject_storm(session, storm_pods)
                 log(
@@ -370,6 +383,11 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
                 storm_end = time.time()
                 sampler.sample()
                 server.sample()
+                machine_busy = busy_fraction(machine_before, psutil.cpu_times())
+                harness_after = psutil.Process().cpu_times()
+                harness_cpu = (harness_after.user + harness_after.system) - (
+                    harness_before.user + harness_before.system
+                )
             finally:
                 if profiler is not None:
                     profiler.stop()
@@ -385,6 +403,8 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
                 requests=sim.requests(),
             )
             with_floor(storm, session, LIFTED_QPS, LIFTED_BURST)
+            storm.extra["machine_busy"] = machine_busy
+            storm.extra["harness_cpu_s"] = harness_cpu
             results.append(sampled(storm, sampler, storm_start, storm_end, server))
         # A wrong delete outside every measured window (at start-up, say) counts too.
         everything = audit_deletes(session.zombies, sim.deleted())

@@ -288,7 +288,17 @@ class ZombiedProcess:
     def _ready(self) -> bool:
         if not self.child.alive():
             raise RuntimeError(f"zombied exited:\n{self.child.tail()}")
-        return self.http.ok("/readyz")
+        return self.http.ok("/readyz") and self.leading()
+
+    def leading(self) -> bool:
+        """Whether zombied holds the Lease (readiness does not wait for it; deletes do)."""
+        code, body = self.http.request("GET", "/metrics")
+        if code != 200:
+            return False
+        for line in body.decode(errors="replace").splitlines():
+            if line.startswith("zombied_leader "):
+                return float(line.split()[1]) == 1.0
+        return False
 
 
 def decoy_pods(namespaces: Sequence[str], *, node: str, now: str) -> list[dict[str, Any]]:

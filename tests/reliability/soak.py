@@ -237,10 +237,10 @@ async def run_soak(
         async with sim, anyio.create_task_group() as tg:
             world.start(nodes=6, pods=POPULATION)
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
-            replicas = [
-                ProcessReplica(f"zombied-{i}", kubeconfig, sim, Path(tmp)) for i in range(2)
-            ]
-            observer = ProcessReplica("zombied-observer", kubeconfig, sim, Path(tmp), observer=True)
+            logs = log_dir or Path(tmp)
+            logs.mkdir(parents=True, exist_ok=True)
+            replicas = [ProcessReplica(f"zombied-{i}", kubeconfig, sim, logs) for i in range(2)]
+            observer = ProcessReplica("zombied-observer", kubeconfig, sim, logs, observer=True)
             for replica in (*replicas, observer):
                 await tg.start(replica.run)
             with anyio.move_on_after(seconds):
@@ -328,23 +328,25 @@ async def _chaos_driver(
             faults.cut_watches()
             result.count("cut")
         elif roll < 0.35:
-            status = rng.choice([500, 502, 503, 504])
-            faults.add_error(
+            # An outage of a second or two, not a number of failures: a client that
+            # backs off must not be able to stretch it.
+            rule = faults.add_error(
                 rng.choice(["*", "delete", "list", "watch"]),
                 "pods",
-                status=status,
+                status=rng.choice([500, 502, 503, 504]),
                 fraction=rng.choice([0.3, 0.7, 1.0]),
-                count=rng.randint(1, 8),
             )
+            tg.start_soon(_remove_later, faults, rule, rng.uniform(0.2, 3.0))
             result.count("5xx")
         elif roll < 0.45:
-            faults.add_error(
+            rule = faults.add_error(
                 rng.choice(["*", "delete"]),
                 "*",
                 status=429,
                 retry_after=rng.choice([0.2, 0.5, 1.0]),
-                count=rng.randint(1, 10),
+                fraction=rng.choice([0.5, 1.0]),
             )
+            tg.start_soon(_remove_later, faults, rule, rng.uniform(0.2, 2.0))
             result.count("429")
         elif roll < 0.55:
             rule = faults.add_latency("*", "*", rng.choice([0.01, 0.05, 0.2]))

@@ -65,7 +65,12 @@ def draw(results: Sequence[PhaseResult], path: Path, *, title: str) -> Path:
         ]
         if points:
             zombies = sorted({z for _, _, z in points})
-            held = f"{zombies[0]:,}" if len(zombies) == 1 else "10% of pods"
+            if scenario == "storm":
+                held = "10 % of pods as"
+            elif zombies[0] == zombies[-1]:
+                held = f"{zombies[0]:,}"
+            else:
+                held = f"{zombies[0]:,}-{zombies[-1]:,}"
             axis.plot(
                 [p for p, _, _ in points],
                 [r for _, r, _ in points],

@@ -112,7 +112,7 @@ class Plan:
 QUICK = Plan(
     sizes=(1_000,),
     steady_s=3.0,
-    trickle_nodes=3,
+    trickle_nodes=2,
     trickle_interval_s=2.0,
     cron_period_s=8.0,
     cron_deadline_s=8.0,

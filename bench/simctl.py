@@ -151,6 +151,7 @@ class SimProcess:
                 failed_at=float(z.get("time", failed_at)),
                 group=group,
                 variant=variant,
+                sent_at=asked,
             )
             for z in _zombie_entries(answer)
         ]
@@ -194,6 +195,7 @@ class SimProcess:
                 return None
             changed = shutdown_pod(pod, version="1.22", variant="terminated", now=now)
             changed["metadata"].pop("resourceVersion", None)
+            sent = time.time()
             self.http.json("POST", "/_sim/store/update", {"resource": "pods", "object": changed})
             meta = changed["metadata"]
             return Zombie(
@@ -203,6 +205,7 @@ class SimProcess:
                 failed_at=time.time(),
                 group=group,
                 variant="terminated",
+                sent_at=sent,
             )
 
         with ThreadPoolExecutor(max_workers=threads) as pool:

@@ -96,6 +96,7 @@ class Zombie:
     failed_at: float
     group: str = ""  # which part of the scenario made it ("storm", "trickle", ...)
     variant: str = ""  # the kubelet's shape: "terminated", "rejected", "succeeded"
+    sent_at: float = 0.0  # when the write that made it was sent (failed_at: answered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +180,11 @@ def audit_deletes(
         if uid in reaped:
             continue
         reaped.add(uid)
-        latencies.setdefault(zombie.group, []).append(max(0.0, when - zombie.failed_at))
+        # A delete seen before the status write was answered (a slow client) happened
+        # after the write was sent: measure from the send then, never below zero.
+        late = when < zombie.failed_at and zombie.sent_at > 0
+        start = zombie.sent_at if late else zombie.failed_at
+        latencies.setdefault(zombie.group, []).append(max(0.0, when - start))
         deleted_by_group.setdefault(zombie.group, []).append(when)
     missed = [zombie for zombie in by_uid.values() if zombie.uid not in reaped]
     return DeleteAudit(

@@ -261,3 +261,9 @@ def test_rate_limit_floor_refills_between_arrivals() -> None:
 def test_rate_limit_schedule_rejects_nonsense() -> None:
     with pytest.raises(ValueError, match="qps"):
         rate_limited_schedule([1.0], qps=0.0, burst=1)
+
+
+def test_audit_measures_from_the_send_when_the_delete_beat_the_answer() -> None:
+    zombies = [Zombie("team-a", "a", "u1", failed_at=10.0, group="storm", sent_at=9.0)]
+    audit = audit_deletes(zombies, [deleted(pod("u1", name="a"), 9.5)])
+    assert audit.latencies == {"storm": [pytest.approx(0.5)]}

@@ -158,6 +158,12 @@ def comparison_rows(results: Sequence[PhaseResult], scenario: str) -> list[list[
             ("reap latency p50", _lat(zombied, "p50"), _lat(cron, "p50"), fmt_seconds),
             ("reap latency p99", _lat(zombied, "p99"), _lat(cron, "p99"), fmt_seconds),
             ("reap latency max", _lat(zombied, "max"), _lat(cron, "max"), fmt_seconds),
+            (
+                "  status changes spread over",
+                _extra(zombied, "arrival_s"),
+                _extra(cron, "arrival_s"),
+                fmt_seconds,
+            ),
             ("time to clear", _get(zombied, "clear_s"), _get(cron, "clear_s"), fmt_seconds),
             (
                 "  after the last status change",
@@ -203,7 +209,7 @@ def comparison_rows(results: Sequence[PhaseResult], scenario: str) -> list[list[
             )
         for label, left, right, fmt in figures:
             show_ratio = label not in {"zombies", "zombies missed", "wrong deletes"} and not (
-                label.startswith(("  of which", "  harness", "  machine"))
+                label.startswith(("  of which", "  harness", "  machine", "  status"))
             )
             rows.append(
                 [
@@ -521,6 +527,7 @@ def render_document(
     ]
     if wrong:
         parts.extend(["## Wrong deletes (examples)", "", *wrong, ""])
+    parts.extend(["## Caveats", "", *(f"- {line}" for line in CAVEATS), ""])
     if notes:
         parts.extend(["## Notes", "", *(f"- {note}" for note in notes), ""])
     parts.extend(appendix)
@@ -528,6 +535,28 @@ def render_document(
 
 
 DEFAULT_CRON_PERIOD = 60.0
+
+CAVEATS = (
+    "The simulator is one Python process on the same cores as zombied and the harness; "
+    "it serves every write, delete, Event and watch event. In a storm each zombie costs "
+    "it about as much CPU as it costs zombied, so storm latencies here are bounded by the "
+    "machine (see `machine busy`), not by zombied's QPS; a real API server is faster "
+    "per request and does not share zombied's CPU.",
+    "The storm's status writes are not instantaneous: the table shows over how long they "
+    "landed. Latency is measured per zombie from its own write, so the spread does not "
+    "inflate it, but a backlog built while writes still arrive does.",
+    "zombied's trickle and steady state run at its defaults (QPS 5, burst 10): the trickle's "
+    "latency is dominated by that rate limit, and the `floor` in the targets table is what "
+    "a perfect client with the same limit would achieve on the same arrivals.",
+    "The CronJob's latencies for zombies its deadline-cut run did not reach are projected "
+    "(rows `of which projected`); zombies left in phase `Succeeded` by the newest kubelet "
+    "are never matched by its `status.phase==Failed` filter and are counted as missed.",
+    "With `--leader-elect` (as the shipped Deployment runs), zombied renews its Lease every "
+    "2 s: that is its whole steady-state API cost in the window measured (its watch, "
+    "opened before the window, stays open; it is re-opened every 5 to 10 minutes, longer "
+    "than the window). Without leader election the renewals go away.",
+    "Other work on the machine skews every figure: the load averages are in the machine table.",
+)
 
 
 def _default_period_section(

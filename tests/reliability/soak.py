@@ -64,6 +64,8 @@ class SoakResult:
     rss_end: int = 0
     rss_uptime: float = 0.0
     leader_rss: int = 0
+    rss_mid: int = 0
+    terminal_pods: int = 0
     slow_starts: int = 0
     bad_exits: list[int] = field(default_factory=list)
     faults: dict[str, int] = field(default_factory=dict)
@@ -85,8 +87,10 @@ class SoakResult:
             f"missed={self.missed} wrong={self.wrong} bad_exits={len(self.bad_exits)} "
             f"slow_starts={self.slow_starts} "
             f"restarts=api:{self.api_restarts},leader:{self.leader_kills} "
-            f"rss_mib={self.rss_start / 2**20:.1f}->{self.rss_end / 2**20:.1f}"
-            f"(observer, {self.rss_uptime:.0f}s;leaders<={self.leader_rss / 2**20:.1f}) "
+            f"rss_mib={self.rss_start / 2**20:.1f}->{self.rss_mid / 2**20:.1f}"
+            f"->{self.rss_end / 2**20:.1f}(observer: start,half-time,end over "
+            f"{self.rss_uptime:.0f}s;leaders<={self.leader_rss / 2**20:.1f}) "
+            f"terminal_pods_left={self.terminal_pods} "
             f"faults[{faults}]"
         )
 
@@ -248,7 +252,13 @@ async def run_soak(
                     drivers.start_soon(_cluster_driver, world, rng)
                     drivers.start_soon(_chaos_driver, sim, replicas, tg, rng, result)
                     drivers.start_soon(_safety_checker, world)
+                    drivers.start_soon(_sample_rss, observer, seconds, result)
             await _settle(sim, world, replicas, result)
+            result.terminal_pods = sum(
+                1
+                for pod in sim.store.list("pods")
+                if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+            )
             result.rss_start, result.rss_end = observer.rss_start, observer.rss()
             result.rss_uptime = time.monotonic() - observer.started_at
             result.leader_rss = max(replica.rss() for replica in replicas)
@@ -375,6 +385,12 @@ async def _chaos_driver(
 async def _remove_later(faults: object, rule: object, delay: float) -> None:
     await anyio.sleep(delay)
     faults.remove(rule)  # type: ignore[attr-defined]
+
+
+async def _sample_rss(observer: ProcessReplica, seconds: float, result: SoakResult) -> None:
+    # Half-time RSS: growth that stops early is warm-up, growth that goes on is a leak.
+    await anyio.sleep(seconds / 2)
+    result.rss_mid = observer.rss()
 
 
 async def _safety_checker(world: World) -> None:

@@ -208,19 +208,36 @@ def comparison_rows(results: Sequence[PhaseResult], scenario: str) -> list[list[
                 1, ("  of which projected (run cut by its deadline)", 0.0, projected, fmt_count)
             )
         for label, left, right, fmt in figures:
+            if left is None and right is None and label.startswith(("  harness", "  machine")):
+                continue
             show_ratio = label not in {"zombies", "zombies missed", "wrong deletes"} and not (
                 label.startswith(("  of which", "  harness", "  machine", "  status"))
             )
+            right_text = fmt(right)
+            if projected and label in PARTIAL_WHEN_CUT and right is not None:
+                # The cut run paid for part of the deletes only: no honest ratio.
+                right_text += " (cut run only)"
+                show_ratio = False
             rows.append(
                 [
                     f"{pods:,} pods",
                     label,
                     fmt(left),
-                    fmt(right),
+                    right_text,
                     fmt_ratio(ratio(left, right)) if show_ratio else "",
                 ]
             )
     return rows
+
+
+PARTIAL_WHEN_CUT = frozenset(
+    {
+        "API requests",
+        "API response bytes",
+        "CPU seconds",
+        "  simulator's CPU seconds meanwhile",
+    }
+)
 
 
 def _fmt_cpu(value: float | None) -> str:

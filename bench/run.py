@@ -637,19 +637,42 @@ def project_cut_run(
 def write_outputs(
     results: list[PhaseResult], plan: Plan, out: Path, facts: dict[str, str], elapsed: float
 ) -> None:
+    document = {
+        "plan": plan_facts(plan),
+        "machine": facts,
+        "elapsed_s": elapsed,
+        "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "appendix": profile_appendix(plan),
+        "results": [r.to_json() for r in results],
+    }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(
-        json.dumps(
-            {"plan": plan_facts(plan), "machine": facts, "results": [r.to_json() for r in results]},
-            indent=1,
-        )
-    )
+    (out / "results.json").write_text(json.dumps(document, indent=1))
+    render_outputs(document, out)
+
+
+def render_outputs(document: dict[str, Any], out: Path) -> None:
+    """RESULTS.md and results.png from the data of a run (as written to results.json)."""
+    results = [PhaseResult.from_json(item) for item in document["results"]]
+    facts: dict[str, str] = document["machine"]
+    plan: dict[str, Any] = document["plan"]
     picture = plot.draw(
         results,
         out / "results.png",
         title=f"zombied vs kubectl CronJob ({facts['CPU']}, {facts['cores (logical)']} cores)",
     )
-    text = render(results, plan, facts, elapsed, picture.name)
+    command = "make bench QUICK=1 (bench/run.py --quick)" if plan["quick"] else "make bench"
+    text = report.render_document(
+        results,
+        facts=facts,
+        plan=plan,
+        elapsed_s=float(document["elapsed_s"]),
+        picture=picture.name,
+        generated=str(document["generated"]),
+        command=command,
+        model=lambda run_s: expected_cron_latency(DEFAULT_PERIOD, run_s),
+        notes=run_notes(results),
+        appendix=list(document.get("appendix") or []),
+    )
     (out / "RESULTS.md").write_text(text)
 
 
@@ -666,24 +689,6 @@ def plan_facts(plan: Plan) -> dict[str, object]:
         "cron_deadline_s": plan.cron_deadline_s,
         "quick": plan.quick,
     }
-
-
-def render(
-    results: list[PhaseResult], plan: Plan, facts: dict[str, str], elapsed: float, picture: str
-) -> str:
-    command = "make bench QUICK=1 (bench/run.py --quick)" if plan.quick else "make bench"
-    return report.render_document(
-        results,
-        facts=facts,
-        plan=plan_facts(plan),
-        elapsed_s=elapsed,
-        picture=picture,
-        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        command=command,
-        model=lambda run_s: expected_cron_latency(DEFAULT_PERIOD, run_s),
-        notes=run_notes(results),
-        appendix=profile_appendix(plan),
-    )
 
 
 def profile_appendix(plan: Plan) -> list[str]:
@@ -734,6 +739,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="do not py-spy the zombied process during the largest storm (default: profile, "
         "except with --quick)",
     )
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="only redraw RESULTS.md and results.png from a results.json of an earlier run",
+    )
     parser.add_argument("--skip-cronjob", action="store_true", help="measure zombied only")
     return parser.parse_args(argv)
 
@@ -746,6 +757,11 @@ def _terminate(signum: int, _frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, _terminate)
+    if args.render:
+        out = args.out or args.render.parent
+        render_outputs(json.loads(args.render.read_text()), out)
+        log(f"redrawn: {out / 'RESULTS.md'}, {out / 'results.png'}")
+        return 0
     plan = QUICK if args.quick else Plan()
     if args.sizes:
         plan = replace(plan, sizes=tuple(int(size) for size in args.sizes.split(",")))

@@ -174,3 +174,18 @@ def test_cron_schedule_slots() -> None:
     assert cron.next_slot(100.1) == 160.0
     assert cron.next_slot(160.0) == 160.0
     assert cron.next_slot(161.0) == 220.0
+
+
+def test_phase_results_survive_the_json_round_trip() -> None:
+    original = result(
+        CRONJOB,
+        1000,
+        "storm",
+        latencies=[0.123456, 2.0],
+        costs={"delete": VerbCost(3, 300, 0.5)},
+        extra={"projected": 2.0},
+    )
+    again = PhaseResult.from_json(original.to_json())
+    assert again.latencies == [0.1235, 2.0]
+    assert again.costs["delete"].bytes == 300
+    assert again.projected == 2.0

@@ -49,6 +49,9 @@ from tests.reliability.world import (
 RULES = RuleSet((Rule("node-shutdown", 0.0), Rule("evicted", 0.0)), frozenset({"Job"}))
 LEASE = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.4}
 POPULATION = 60
+#: Like kube-controller-manager's --terminated-pod-gc-threshold (12,500), scaled down:
+#: the terminal pods zombied must remember stop growing, so its memory must too.
+TERMINAL_GC_THRESHOLD = 300
 
 
 @dataclass
@@ -314,6 +317,13 @@ async def _cluster_driver(world: World, rng: random.Random) -> None:
             world.delete_by_other(index)
         elif roll < 0.8:
             world.delete_by_other(index, terminal=True)  # users clean up old pods
+        terminal = [
+            p
+            for p in world.sim.store.list("pods")
+            if (p.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+        ]
+        if len(terminal) > TERMINAL_GC_THRESHOLD:
+            world.delete_by_other(index, terminal=True)  # the PodGC, scaled down
         running = sum(
             1
             for p in world.sim.store.list("pods")

@@ -28,6 +28,8 @@ __all__ = ["main"]
 
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
+#: Longest error line printed; the value at fault is cut, never the option name before it.
+MAX_ERROR_CHARS = 400
 COMMANDS = {
     "run": "watch the cluster and delete zombie pods as they become due",
     "scan": "list the zombie pods once (and with --delete, delete them once)",
@@ -86,12 +88,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # kubeconfig arrives here as itself, never wrapped in an exception group.
         return _fail(str(exc))
     except ZombiedError as exc:  # e.g. scan could not list pods: a failure, not a crash
-        print(f"zombied: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"zombied: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:  # SIGINT before the signal receiver was installed
         return 130
 
 
 def _fail(message: str) -> int:
-    print(f"zombied: error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"zombied: error: {one_line(message)}", file=sys.stderr)
     return EXIT_CONFIG
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """The message on one line, cut to ``limit`` characters.
+
+    Errors echo the value at fault; a garbage value of megabytes (a binary file mounted
+    as the config) must not turn the one-line error into a screenful.
+    """
+    flat = " ".join(message.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

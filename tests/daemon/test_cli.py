@@ -18,7 +18,7 @@ import anyio
 import pytest
 import structlog
 from anyio.abc import Process
-from zombied.cli import main
+from zombied.cli import MAX_ERROR_CHARS, main
 from zombied.sim import Simulator
 
 from tests.daemon.pods import zombie
@@ -74,6 +74,18 @@ def test_configuration_errors_are_one_line(
     assert lines[0].startswith("zombied: error: ")
     assert needle in lines[0]
     assert "Traceback" not in captured.out
+
+
+def test_a_huge_bad_value_is_cut_but_names_its_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    garbage = "x\n" * 100_000
+    assert main(["run", "--qps", garbage]) == 2
+    line = capsys.readouterr().err.rstrip("\n")
+    assert "\n" not in line
+    assert line.startswith("zombied: error: --qps")
+    assert len(line) <= len("zombied: error: ") + MAX_ERROR_CHARS
+    assert line.endswith("…")
 
 
 async def test_scan_through_main(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -18,13 +17,6 @@ def pod(name: str, namespace: str = "ns", phase: str = "Failed") -> dict[str, An
         "spec": {"containers": [{"name": "c", "image": "i"}]},
         "status": {"phase": phase},
     }
-
-
-@pytest.fixture
-async def http(sim: Simulator) -> AsyncIterator[aiohttp.ClientSession]:
-    headers = {"Authorization": f"Bearer {sim.admin_token}"}
-    async with aiohttp.ClientSession(sim.url, headers=headers) as session:
-        yield session
 
 
 async def test_request_log_counts_by_verb_and_resource(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -23,13 +22,6 @@ def pod(name: str, namespace: str = "ns", phase: str = "Pending") -> dict[str, A
         "spec": {"containers": [{"name": "c", "image": "i"}]},
         "status": {"phase": phase},
     }
-
-
-@pytest.fixture
-async def http(sim: Simulator) -> AsyncIterator[aiohttp.ClientSession]:
-    headers = {"Authorization": f"Bearer {sim.admin_token}"}
-    async with aiohttp.ClientSession(sim.url, headers=headers) as session:
-        yield session
 
 
 async def read_events(resp: aiohttp.ClientResponse, n: int | None = None) -> list[dict[str, Any]]:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from typing import Any
 import aiohttp
 import anyio
 import pytest
-import structlog
 from anyio.abc import Process
 from zombied.cli import MAX_ERROR_CHARS, main
 from zombied.sim import Simulator
@@ -27,14 +25,8 @@ from tests.helpers import eventually
 PYTHON = sys.executable
 
 
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()
+# These tests configure logging for real; the next test must not inherit it.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 # -- in-process ------------------------------------------------------------------------

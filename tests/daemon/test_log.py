@@ -5,21 +5,13 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
 import structlog
 from zombied.log import configure_logging, get_logger, wants_console
 
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()
+# These tests configure logging for real; the next test must not inherit it.
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def test_json_lines_with_context_and_stdlib_records() -> None:

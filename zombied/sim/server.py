@@ -27,7 +27,7 @@ from aiohttp import web
 from zombied.sim import discovery
 from zombied.sim.patch import APPLY_PATCH, PATCH_TYPES, apply_patch
 from zombied.sim.requestlog import RequestLog, RequestRecord
-from zombied.sim.selectors import parse_selector
+from zombied.sim.selectors import Selector, parse_selector
 from zombied.sim.status import (
     ApiError,
     bad_request,
@@ -99,6 +99,11 @@ def _json_response(
 
 def _error_response(err: ApiError) -> web.Response:
     return _json_response(err.to_status(), err.code, err.headers)
+
+
+def _query_selector(resource: str, query: Any) -> Selector:
+    """The field and label selectors of a LIST or WATCH request, as one."""
+    return parse_selector(resource, query.get("fieldSelector", ""), query.get("labelSelector", ""))
 
 
 def _query_int(query: Any, key: str, *, minimum: int = 0) -> int | None:
@@ -384,9 +389,7 @@ class ApiServer:
     ) -> web.StreamResponse:
         query = request.query
         rt = target.rt
-        selector = parse_selector(
-            rt.name, query.get("fieldSelector", ""), query.get("labelSelector", "")
-        )
+        selector = _query_selector(rt.name, query)
         rv_raw = query.get("resourceVersion", "")
         match = query.get("resourceVersionMatch", "")
         limit = _query_int(query, "limit") or 0
@@ -474,9 +477,7 @@ class ApiServer:
     ) -> web.StreamResponse:
         query = request.query
         rt = target.rt
-        selector = parse_selector(
-            rt.name, query.get("fieldSelector", ""), query.get("labelSelector", "")
-        )
+        selector = _query_selector(rt.name, query)
         rv_raw = query.get("resourceVersion", "")
         timeout = _query_int(query, "timeoutSeconds")
         send_initial = parse_watch_flag(query.get("sendInitialEvents"))

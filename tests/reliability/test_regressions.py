@@ -6,6 +6,7 @@ the same invariants as the property tests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -17,9 +18,27 @@ from zombied.sim import Simulator
 from zombied.watch import PodCache, Scope, Watcher
 
 from tests.helpers import eventually
-from tests.reliability.live import running, settle
+from tests.reliability.live import Live, running, settle
 
 NODE_SHUTDOWN = RuleSet((Rule("node-shutdown", 0.0),))
+
+
+async def change_while_delete_in_flight(
+    live: Live, variant: str, change: Callable[[], object]
+) -> str:
+    """End pod 0 as ``variant`` and ``change`` it while zombied's DELETE is on the wire.
+
+    Returns the pod's name once zombied has finished with it and nothing unsafe happened.
+    """
+    world, sim = live.world, live.sim
+    sim.faults.add_latency("delete", "pods", 0.5)
+    name = world.end_pod(0, variant)
+    assert name is not None
+    await eventually(lambda: world.delete_requests, message="a DELETE on the wire")
+    change()
+    await eventually(lambda: not live.daemon.queue.processing, timeout=5)
+    assert world.check_safety() == []
+    return name
 
 
 async def test_keep_annotation_added_while_the_delete_is_in_flight() -> None:
@@ -31,13 +50,9 @@ async def test_keep_annotation_added_while_the_delete_is_in_flight() -> None:
     """
     async with running(NODE_SHUTDOWN, pods=1) as live:
         world, sim = live.world, live.sim
-        sim.faults.add_latency("delete", "pods", 0.5)
-        name = world.end_pod(0, "shutdown:1.22:terminated")
-        assert name is not None
-        await eventually(lambda: world.delete_requests, message="a DELETE on the wire")
-        world.set_keep(0, keep=True)
-        await eventually(lambda: not live.daemon.queue.processing, timeout=5)
-        assert world.check_safety() == []
+        name = await change_while_delete_in_flight(
+            live, "shutdown:1.22:terminated", lambda: world.set_keep(0, keep=True)
+        )
         assert sim.store.get("pods", "team-a", name) is not None
         await settle(live)
         assert world.check_safety() == []
@@ -47,13 +62,9 @@ async def test_relabelled_out_of_scope_while_the_delete_is_in_flight() -> None:
     """A pod moved out of the label selector after zombied decided must survive."""
     async with running(NODE_SHUTDOWN, pods=1) as live:
         world, sim = live.world, live.sim
-        sim.faults.add_latency("delete", "pods", 0.5)
-        name = world.end_pod(0, "shutdown:1.26:terminated")
-        assert name is not None
-        await eventually(lambda: world.delete_requests, message="a DELETE on the wire")
-        world.relabel(0, precious=True)
-        await eventually(lambda: not live.daemon.queue.processing, timeout=5)
-        assert world.check_safety() == []
+        name = await change_while_delete_in_flight(
+            live, "shutdown:1.26:terminated", lambda: world.relabel(0, precious=True)
+        )
         assert sim.store.get("pods", "team-a", name) is not None
         await settle(live)
         assert world.check_safety() == []
@@ -63,13 +74,9 @@ async def test_replaced_under_the_same_name_while_the_delete_is_in_flight() -> N
     """A StatefulSet pod recreated (new uid) while the zombie's DELETE is on the wire."""
     async with running(NODE_SHUTDOWN, pods=1) as live:
         world, sim = live.world, live.sim
-        sim.faults.add_latency("delete", "pods", 0.5)
-        name = world.end_pod(0, "shutdown:newest:succeeded")
-        assert name is not None
-        await eventually(lambda: world.delete_requests, message="a DELETE on the wire")
-        world.replace(0, None)
-        await eventually(lambda: not live.daemon.queue.processing, timeout=5)
-        assert world.check_safety() == []
+        name = await change_while_delete_in_flight(
+            live, "shutdown:newest:succeeded", lambda: world.replace(0, None)
+        )
         replacement = sim.store.get("pods", "team-a", name)
         assert replacement is not None
         assert (replacement.get("status") or {}).get("phase") == "Running"

@@ -116,6 +116,39 @@ class Child:
     ) -> None:
         self.stop()
 
+    def start(
+        self,
+        ready: Callable[[], bool],
+        *,
+        timeout: float,
+        what: str,
+        failure: str = "did not become ready",
+    ) -> None:
+        """Start the process and wait until `ready` holds.
+
+        Raises, with the end of the child's output, if the process exits first or
+        `ready` does not hold within `timeout` seconds; the child is stopped then.
+        """
+        self.__enter__()
+
+        def up() -> bool:
+            if not self.alive():
+                raise RuntimeError(f"{what} exited:\n{self.tail()}")
+            return ready()
+
+        with self.stopped_on_error():
+            if not wait_for(up, timeout=timeout):
+                raise RuntimeError(f"{what} {failure}:\n{self.tail()}")
+
+    @contextlib.contextmanager
+    def stopped_on_error(self) -> Iterator[None]:
+        """Stop the process if the block raises: a half-started child must not outlive it."""
+        try:
+            yield
+        except BaseException:
+            self.stop()
+            raise
+
     def stop(self) -> Usage | None:
         """SIGTERM (or the configured signal), wait, SIGKILL if it will not go.
 

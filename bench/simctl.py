@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from zombied.sim.scenario import shutdown_pod
 
-from bench.procs import LOOPBACK, Child, Http, free_port, wait_for
+from bench.procs import LOOPBACK, Child, Http, free_port
 from bench.stats import Zombie
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,18 +82,15 @@ class SimProcess:
         if self.token:
             return self  # already started: `with` on a started simulator only stops it
         self.kubeconfig.unlink(missing_ok=True)
-        self.child.__enter__()
-        try:
-            if not wait_for(self._kubeconfig_ready, timeout=60):
-                raise RuntimeError(f"simulator did not start:\n{self.child.tail()}")
+        self.child.start(
+            self._kubeconfig_ready, timeout=60, what="simulator", failure="did not start"
+        )
+        with self.child.stopped_on_error():
             config = yaml.safe_load(self.kubeconfig.read_text())
             ca = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
             self.http.context = ssl.create_default_context(cadata=ca.decode())
             self.token = str(config["users"][0]["user"]["token"])
             self.http.token = self.token
-        except BaseException:
-            self.child.stop()
-            raise
         return self
 
     def __exit__(
@@ -105,8 +102,6 @@ class SimProcess:
         self.child.stop()
 
     def _kubeconfig_ready(self) -> bool:
-        if not self.child.alive():
-            raise RuntimeError(f"simulator exited:\n{self.child.tail()}")
         return self.kubeconfig.exists() and self.kubeconfig.stat().st_size > 0
 
     # Control API -------------------------------------------------------------------------
@@ -271,13 +266,7 @@ class ZombiedProcess:
         return self.child.pid
 
     def __enter__(self) -> ZombiedProcess:
-        self.child.__enter__()
-        try:
-            if not wait_for(self._ready, timeout=120):
-                raise RuntimeError(f"zombied did not become ready:\n{self.child.tail()}")
-        except BaseException:
-            self.child.stop()
-            raise
+        self.child.start(self._ready, timeout=120, what="zombied")
         return self
 
     def __exit__(
@@ -289,8 +278,6 @@ class ZombiedProcess:
         self.child.stop()
 
     def _ready(self) -> bool:
-        if not self.child.alive():
-            raise RuntimeError(f"zombied exited:\n{self.child.tail()}")
         return self.http.ok("/readyz") and self.leading()
 
     def leading(self) -> bool:

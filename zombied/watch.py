@@ -533,8 +533,19 @@ class Watcher:
             self._log.warning("watch.skipped", why="DELETED event without namespace/name")
             return
         snapshot = self._parse(event.object)
-        if snapshot is not None:
-            self.cache.upsert(snapshot)
+        if snapshot is None:
+            return
+        if not snapshot.terminal:
+            # The server filters on phase, so this is a pod without a usable status:
+            # never a zombie, but worth a line, since it also leaves the cache.
+            self._log.warning(
+                "watch.skipped",
+                why="pod not terminal",
+                namespace=snapshot.namespace,
+                pod=snapshot.name,
+                phase=snapshot.phase[:40],
+            )
+        self.cache.upsert(snapshot)
 
 
 def request_args(scope: Scope, label_selector: str) -> dict[str, Any]:

@@ -90,10 +90,11 @@ HOSTILE: list[tuple[bytes, bool]] = [
     (event("DELETED", {"metadata": ["x"]}), True),
     (event("BOOKMARK", {"metadata": {}}), True),
     (event("BOOKMARK", {"metadata": {"resourceVersion": 12}}), True),
-    # Parsed, but with nothing that makes a zombie: no status at all, wrong types inside.
+    # Parsed, but with nothing that makes a zombie (no status at all, wrong types inside):
+    # not terminal, so skipped with a line that names the pod.
     (
         event("ADDED", {"metadata": {"name": "no-status", "namespace": "team-a", "uid": "u1"}}),
-        False,
+        True,
     ),
     (
         event(
@@ -109,7 +110,7 @@ HOSTILE: list[tuple[bytes, bool]] = [
                 },
             },
         ),
-        False,
+        True,
     ),
 ]
 HUGE = zombie("huge-annotation", 150, annotations={"blob": "x" * (1024 * 1024)})
@@ -238,6 +239,8 @@ async def test_hostile_lines_are_skipped_and_the_watch_goes_on(tmp_path: Path) -
     # One skip per hostile line that is not an event zombied can use.
     skips = [entry for entry in logs if entry["event"] == "watch.skipped"]
     assert len(skips) >= sum(1 for _, logged in HOSTILE if logged), skips
+    not_terminal = {entry.get("pod") for entry in skips if entry["why"] == "pod not terminal"}
+    assert {"no-status", "bad-types"} <= not_terminal, skips
     # Every ERROR Status ended a stream and the watch resumed where it was, without a
     # relist: the five streams, each from the last resourceVersion seen.
     assert script.lists == 1

@@ -1,38 +1,131 @@
-"""The real kubectl works against a Kubernetes API server: get, apply, delete."""
+"""The real kubectl works against a Kubernetes API server: get, apply, delete.
+
+Every kubectl release installed next to the ``kubectl`` on PATH (``kubectl.1.27`` …)
+runs each operation, plus the plain ``kubectl`` itself: releases differ in what
+they ask for (aggregated discovery, OpenAPI v3, server-side field validation,
+watch-based ``delete --wait``), and each must work.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import secrets
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
+import pytest_asyncio
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+from zombied.kube import open_api_client
+from zombied.sim import Simulator
 
-from tests.contract.conftest import Server, make_pod
+from tests.contract.conftest import ENV, Server, make_pod
 
-pytestmark = [
-    pytest.mark.kubectl,
-    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH"),
-]
+# One simulator (and event loop) for the whole module: each kubectl run is a
+# process start plus discovery, so a fresh server per test would double the cost.
+pytestmark = [pytest.mark.kubectl, pytest.mark.asyncio(loop_scope="module")]
+
+_VERSIONED = re.compile(r"kubectl\.(\d+)\.(\d+)")
 
 
-async def kubectl(server: Server, tmp_path: Path, *args: str) -> str:
-    kubectl_bin = shutil.which("kubectl")
-    assert kubectl_bin is not None
+def kubectl_binaries() -> list[Path]:
+    """The versioned kubectl releases beside the resolved ``kubectl``, oldest first, then it."""
+    found = shutil.which("kubectl")
+    if found is None:
+        return []
+    plain = Path(found)
+    versioned: list[tuple[tuple[int, int], Path]] = []
+    for candidate in plain.resolve().parent.glob("kubectl.1.*"):
+        match = _VERSIONED.fullmatch(candidate.name)
+        if match and candidate.is_file():
+            versioned.append(((int(match[1]), int(match[2])), candidate))
+    return [path for _, path in sorted(versioned)] + [plain]
+
+
+def _params() -> list[object]:
+    binaries = kubectl_binaries()
+    if not binaries:
+        return [
+            pytest.param(None, id="none", marks=pytest.mark.skip(reason="kubectl is not on PATH"))
+        ]
+    return [
+        pytest.param(
+            path, id=path.name.removeprefix("kubectl.") if path.name != "kubectl" else "kubectl"
+        )
+        for path in binaries
+    ]
+
+
+@pytest.fixture(params=_params())
+def kubectl_bin(request: pytest.FixtureRequest) -> Path:
+    path: Path = request.param
+    return path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
+    external = os.environ.get(ENV)
+    if external:
+        yield Server(Path(external), None)
+        return
+    async with Simulator(bookmark_interval=0.2, tls=True) as sim:
+        yield Server(sim.write_kubeconfig(tmp_path_factory.mktemp("sim") / "kubeconfig"), sim)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def api(server: Server) -> AsyncIterator[ApiClient]:
+    async with open_api_client(str(server.kubeconfig)) as api_client:
+        yield api_client
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
+    name = "zc-" + secrets.token_hex(4)
+    await core.create_namespace({"metadata": {"name": name}})
+    yield name
+    try:
+        await core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+async def kubectl(server: Server, binary: Path, cache: Path, *args: str) -> str:
     cmd = [
-        kubectl_bin,
+        str(binary),
         f"--kubeconfig={server.kubeconfig}",
-        f"--cache-dir={tmp_path / 'kubectl-cache'}",
+        f"--cache-dir={cache}",
         "--request-timeout=20s",
         *args,
     ]
+    mark = len(server.sim.requests) if server.sim else 0
     with anyio.fail_after(60):
         result = await anyio.run_process(cmd, check=False)
-    out = result.stdout.decode()
-    assert result.returncode == 0, f"{' '.join(args)} failed: {result.stderr.decode()}"
-    return out
+    if result.returncode != 0:
+        asked = ""
+        if server.sim is not None:
+            asked = "\n".join(
+                f"  {r.status} {r.verb} {r.path}?{r.query}" for r in server.sim.requests[mark:]
+            )
+        pytest.fail(
+            f"{binary.name} {' '.join(args)} failed ({result.returncode}):\n"
+            f"{result.stderr.decode()}\nrequests:\n{asked}"
+        )
+    return result.stdout.decode()
+
+
+@pytest.fixture
+def cache(tmp_path_factory: pytest.TempPathFactory, kubectl_bin: Path) -> Path:
+    """A discovery cache per release, shared by its tests, as a user's would be."""
+    path = tmp_path_factory.getbasetemp() / "kubectl-cache" / kubectl_bin.name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 POD = """\
@@ -50,20 +143,21 @@ spec:
 """
 
 
-async def test_get_pods_table_names_and_json(
-    server: Server, tmp_path: Path, core: client.CoreV1Api, namespace: str
+async def test_get_pods(
+    server: Server, kubectl_bin: Path, cache: Path, core: client.CoreV1Api, namespace: str
 ) -> None:
     await make_pod(core, namespace, "alpha")
     await make_pod(core, namespace, "beta", phase="Failed")
-    table = await kubectl(server, tmp_path, "get", "pods", "-n", namespace)
+    table = await kubectl(server, kubectl_bin, cache, "get", "pods", "-n", namespace)
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
     assert sorted(line.split()[0] for line in lines[1:]) == ["alpha", "beta"]
-    everywhere = await kubectl(server, tmp_path, "get", "pods", "-A")
+    everywhere = await kubectl(server, kubectl_bin, cache, "get", "pods", "-A")
     assert any(line.split()[:2] == [namespace, "beta"] for line in everywhere.splitlines())
     names = await kubectl(
         server,
-        tmp_path,
+        kubectl_bin,
+        cache,
         "get",
         "pods",
         "-n",
@@ -73,19 +167,26 @@ async def test_get_pods_table_names_and_json(
         "name",
     )
     assert names.split() == ["pod/beta"]
-    data = json.loads(await kubectl(server, tmp_path, "get", "pods", "-n", namespace, "-o", "json"))
+    data = json.loads(
+        await kubectl(server, kubectl_bin, cache, "get", "pods", "-n", namespace, "-o", "json")
+    )
     assert sorted(p["metadata"]["name"] for p in data["items"]) == ["alpha", "beta"]
 
 
 async def test_apply_creates_then_patches(
-    server: Server, tmp_path: Path, core: client.CoreV1Api, namespace: str
+    server: Server,
+    kubectl_bin: Path,
+    cache: Path,
+    tmp_path: Path,
+    core: client.CoreV1Api,
+    namespace: str,
 ) -> None:
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(POD.format(namespace=namespace, app="one"))
-    out = await kubectl(server, tmp_path, "apply", "-f", str(manifest))
+    out = await kubectl(server, kubectl_bin, cache, "apply", "-f", str(manifest))
     assert "pod/applied created" in out
     manifest.write_text(POD.format(namespace=namespace, app="two"))
-    out = await kubectl(server, tmp_path, "apply", "-f", str(manifest))
+    out = await kubectl(server, kubectl_bin, cache, "apply", "-f", str(manifest))
     assert "pod/applied configured" in out
     pod = await core.read_namespaced_pod("applied", namespace)
     assert pod.metadata.labels == {"app": "two"}
@@ -93,10 +194,10 @@ async def test_apply_creates_then_patches(
 
 
 async def test_delete_waits_until_gone(
-    server: Server, tmp_path: Path, core: client.CoreV1Api, namespace: str
+    server: Server, kubectl_bin: Path, cache: Path, core: client.CoreV1Api, namespace: str
 ) -> None:
     await make_pod(core, namespace, "doomed", phase="Failed")
-    out = await kubectl(server, tmp_path, "delete", "-n", namespace, "pod/doomed")
+    out = await kubectl(server, kubectl_bin, cache, "delete", "-n", namespace, "pod/doomed")
     assert 'pod "doomed" deleted' in out
-    names = await kubectl(server, tmp_path, "get", "pods", "-n", namespace, "-o", "name")
+    names = await kubectl(server, kubectl_bin, cache, "get", "pods", "-n", namespace, "-o", "name")
     assert names.strip() == ""

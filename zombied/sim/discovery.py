@@ -2,7 +2,8 @@
 
 This module owns the answers to ``/version``, ``/api``, ``/api/v1``, ``/apis`` and
 the group documents (what kubectl reads to map ``pods`` and ``po`` to a path), and
-the ``meta.k8s.io/v1`` ``Table`` rendering that ``kubectl get`` asks for. It builds
+the ``meta.k8s.io/v1`` ``Table`` rendering that ``kubectl get`` asks for, and the
+OpenAPI v2 (JSON or protobuf) and v3 documents kubectl reads before ``apply``. It builds
 documents from :data:`zombied.sim.store.RESOURCES`; it never touches the store's
 objects beyond reading the ones it is given.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from typing import Any
+
+import yaml
 
 from zombied.sim.store import RESOURCES, ResourceType
 
@@ -308,3 +311,139 @@ def openapi_v3_document(group: str, version: str) -> JSONDict | None:
         "paths": paths,
         "components": {"schemas": {}},
     }
+
+
+# ---------------------------------------------------------------- openapi v2
+
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def _v2_operation(rt: ResourceType, action: str, consumes: tuple[str, ...] = ()) -> JSONDict:
+    op: JSONDict = {
+        "operationId": f"{action}{rt.kind}",
+        "produces": ["application/json", "application/yaml"],
+        "parameters": [
+            {"name": name, "in": "query", "type": "string", "uniqueItems": True}
+            for name in _QUERY_PARAMS
+        ],
+        "responses": {"200": {"description": "OK"}},
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": {
+            "group": rt.group,
+            "version": rt.version,
+            "kind": rt.kind,
+        },
+    }
+    if consumes:
+        op["consumes"] = list(consumes)
+    return op
+
+
+def openapi_v2_document() -> JSONDict:
+    """``/openapi/v2``: paths and operations only, no definitions.
+
+    kubectl before 1.29 downloads this before every ``apply`` and fails without it;
+    it reads the PATCH operations' ``fieldValidation`` parameter to choose
+    server-side validation. Without definitions it builds apply patches from its
+    compiled-in types, as with the v3 document.
+    """
+    paths: JSONDict = {}
+    for rt in sorted(RESOURCES.values(), key=lambda r: (r.group, r.name)):
+        prefix = "/" + _gv_path(rt.group, rt.version)
+        base = (
+            f"{prefix}/namespaces/{{namespace}}/{rt.name}"
+            if rt.namespaced
+            else f"{prefix}/{rt.name}"
+        )
+        paths[base] = {
+            "get": _v2_operation(rt, "list"),
+            "post": _v2_operation(rt, "post", ("*/*",)),
+        }
+        paths[base + "/{name}"] = {
+            "get": _v2_operation(rt, "get"),
+            "put": _v2_operation(rt, "put", ("*/*",)),
+            "patch": _v2_operation(
+                rt,
+                "patch",
+                (
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/apply-patch+yaml",
+                ),
+            ),
+            "delete": _v2_operation(rt, "delete"),
+        }
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
+        "paths": paths,
+    }
+
+
+# The protobuf form is gnostic's openapi_v2.Document (google/gnostic,
+# openapiv2/OpenAPIv2.proto); only the fields the document above uses are encoded.
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes | str) -> bytes:
+    data = payload.encode() if isinstance(payload, str) else payload
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def _bool(number: int, value: bool) -> bytes:
+    return _varint(number << 3) + _varint(int(value)) if value else b""
+
+
+def _pb_extension(name: str, value: Any) -> bytes:
+    any_ = _field(2, yaml.safe_dump(value, default_flow_style=False))
+    return _field(1, name) + _field(2, any_)
+
+
+def _pb_operation(op: JSONDict) -> bytes:
+    out = _field(5, op["operationId"])
+    out += b"".join(_field(6, t) for t in op.get("produces", ()))
+    out += b"".join(_field(7, t) for t in op.get("consumes", ()))
+    for param in op["parameters"]:
+        query = (
+            _field(2, param["in"])
+            + _field(4, param["name"])
+            + _field(6, param["type"])
+            + _bool(20, param["uniqueItems"])
+        )
+        # ParametersItem.parameter -> Parameter.non_body_parameter -> query sub-schema
+        out += _field(8, _field(1, _field(2, _field(3, query))))
+    responses = b"".join(
+        _field(1, _field(1, code) + _field(2, _field(1, _field(1, resp["description"]))))
+        for code, resp in op["responses"].items()
+    )
+    out += _field(9, responses)
+    out += b"".join(
+        _field(13, _pb_extension(key, value)) for key, value in op.items() if key.startswith("x-")
+    )
+    return out
+
+
+_PATH_ITEM_FIELDS = {"get": 2, "put": 3, "post": 4, "delete": 5, "patch": 8}
+
+
+def openapi_v2_protobuf(doc: JSONDict) -> bytes:
+    """``doc`` (from :func:`openapi_v2_document`) as the protobuf kubectl asks for."""
+    info = _field(1, doc["info"]["title"]) + _field(2, doc["info"]["version"])
+    paths = b""
+    for path, item in doc["paths"].items():
+        encoded = b"".join(
+            _field(_PATH_ITEM_FIELDS[method], _pb_operation(op)) for method, op in item.items()
+        )
+        paths += _field(2, _field(1, path) + _field(2, encoded))
+    return _field(1, doc["swagger"]) + _field(2, info) + _field(8, paths)

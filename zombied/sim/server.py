@@ -79,6 +79,7 @@ class RequestInfo:
     name: str = ""
     user: str = ""
     bytes: int = 0
+    client_gone: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,13 @@ def _json_response(
     return web.Response(
         body=encode(body), status=status, content_type=JSON_TYPE, headers=headers or None
     )
+
+
+def client_gone(exc: BaseException) -> bool:
+    """True for what writing to a disconnected client raises, alone or grouped."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(client_gone(inner) for inner in exc.exceptions)
+    return isinstance(exc, ConnectionError)
 
 
 def _error_response(err: ApiError) -> web.Response:
@@ -176,15 +184,29 @@ class ApiServer:
             response = _error_response(err)
             status = err.code
             info.bytes = len(response.body) if isinstance(response.body, bytes) else 0
-        except (ConnectionError, anyio.get_cancelled_exc_class()):
+        except anyio.get_cancelled_exc_class():
             status = 499
             raise
-        except Exception:
-            log.exception("simulated apiserver failed on %s %s", request.method, request.path_qs)
-            response = _error_response(
-                ApiError(500, "InternalError", "Internal error occurred: simulator failure")
-            )
-            status = 500
+        except Exception as exc:
+            if not client_gone(exc):
+                log.exception(
+                    "simulated apiserver failed on %s %s", request.method, request.path_qs
+                )
+                response = _error_response(
+                    ApiError(500, "InternalError", "Internal error occurred: simulator failure")
+                )
+                status = 500
+            else:
+                log.debug("client left during %s %s", request.method, request.path_qs)
+                status = 499
+                # Nothing more can reach the client; aborting makes aiohttp's own
+                # finishing write fail fast, which it treats as a disconnect.
+                if request.transport is not None:
+                    request.transport.abort()
+                response = web.Response(status=499)
+        else:
+            if info.client_gone:
+                status = 499
         finally:
             if not request.path.startswith("/_sim/"):
                 self.requests.add(
@@ -219,7 +241,7 @@ class ApiServer:
                 raise path_not_found()
             return await self._control(request, path[len("/_sim/") :])
         parts = [unquote(p) for p in path.split("/") if p]
-        doc = self._non_resource(parts)
+        doc = self._non_resource(parts, request.headers.get("Accept", ""))
         if doc is not None:
             info.verb = "get"
             if request.method not in ("GET", "HEAD"):
@@ -228,7 +250,7 @@ class ApiServer:
         target = self._route(parts)
         return await self._resource(request, info, target)
 
-    def _non_resource(self, parts: list[str]) -> web.Response | None:
+    def _non_resource(self, parts: list[str], accept: str = "") -> web.Response | None:
         if parts in (["healthz"], ["livez"], ["readyz"]):
             return web.Response(text="ok", content_type="text/plain")
         body: JSONDict | None = None
@@ -246,6 +268,13 @@ class ApiServer:
             body = discovery.api_group(parts[1])
             if body is None:
                 raise path_not_found()
+        elif parts == ["openapi", "v2"]:
+            body = discovery.openapi_v2_document()
+            if "protobuf" in accept:
+                return web.Response(
+                    body=discovery.openapi_v2_protobuf(body),
+                    content_type=discovery.OPENAPI_V2_PROTOBUF,
+                )
         elif parts == ["openapi", "v3"]:
             body = discovery.openapi_v3_index()
         elif len(parts) >= 3 and parts[:2] == ["openapi", "v3"]:
@@ -516,6 +545,7 @@ class ApiServer:
         finally:
             self.streams.discard(stream)
             info.bytes = stream.bytes
+            info.client_gone = stream.client_gone
         return response
 
     # ---------------------------------------------------------------- writing

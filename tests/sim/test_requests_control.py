@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from zombied.sim import Simulator
 from zombied.sim.rbac import PolicyRule
 
@@ -319,3 +320,67 @@ async def test_discovery_documents(http: aiohttp.ClientSession) -> None:
         assert [res["name"] for res in (await r.json())["resources"]] == ["leases"]
     async with http.get("/openapi/v3") as r:
         assert "api/v1" in (await r.json())["paths"]
+
+
+def _pb_fields(data: bytes) -> list[tuple[int, bytes | int]]:
+    """Top-level fields of a protobuf message (varint and length-delimited only)."""
+
+    def varint(pos: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            byte = data[pos]
+            value |= (byte & 0x7F) << shift
+            pos += 1
+            shift += 7
+            if not byte & 0x80:
+                return value, pos
+
+    fields: list[tuple[int, bytes | int]] = []
+    pos = 0
+    while pos < len(data):
+        key, pos = varint(pos)
+        if key & 7 == 0:
+            value, pos = varint(pos)
+            fields.append((key >> 3, value))
+        else:
+            assert key & 7 == 2, key
+            size, pos = varint(pos)
+            fields.append((key >> 3, data[pos : pos + size]))
+            pos += size
+    return fields
+
+
+def _pb(data: bytes | int, *path: int) -> list[bytes]:
+    """Every length-delimited value at field-number ``path`` below ``data``."""
+    assert isinstance(data, bytes)
+    if not path:
+        return [data]
+    return [
+        found
+        for number, value in _pb_fields(data)
+        if number == path[0]
+        for found in _pb(value, *path[1:])
+    ]
+
+
+async def test_openapi_v2_json_and_protobuf(http: aiohttp.ClientSession) -> None:
+    async with http.get("/openapi/v2") as r:
+        doc = await r.json()
+    patch = doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1", "kind": "Pod"}
+    # What client-go's OpenAPISchema() asks for, decoded as gnostic's openapi_v2.Document.
+    accept = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+    async with http.get("/openapi/v2", headers={"Accept": accept}) as r:
+        assert r.status == 200
+        assert r.content_type == "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+        data = await r.read()
+    assert _pb(data, 1) == [b"2.0"]
+    items = {_pb(item, 1)[0]: item for item in _pb(data, 8, 2)}
+    pods = items[b"/api/v1/namespaces/{namespace}/pods/{name}"]
+    (operation,) = _pb(pods, 2, 8)
+    names = _pb(operation, 8, 1, 2, 3, 4)
+    assert b"fieldValidation" in names
+    extensions = {_pb(ext, 1)[0]: _pb(ext, 2, 2)[0] for ext in _pb(operation, 13)}
+    gvk = yaml.safe_load(extensions[b"x-kubernetes-group-version-kind"])
+    assert gvk == {"group": "", "version": "v1", "kind": "Pod"}

@@ -135,6 +135,11 @@ def encode(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def event_line(type_: str, raw: bytes) -> bytes:
+    """One line of a watch stream, around an object already encoded."""
+    return b'{"type":"' + type_.encode() + b'","object":' + raw + b"}\n"
+
+
 def now_rfc3339(at: float | None = None) -> str:
     moment = datetime.fromtimestamp(time.time() if at is None else at, UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -202,7 +207,7 @@ class Change:
         """The watch event line for this change, encoded once per event type."""
         cached = self._lines.get(type_)
         if cached is None:
-            cached = b'{"type":"' + type_.encode() + b'","object":' + self.stored.raw + b"}\n"
+            cached = event_line(type_, self.stored.raw)
             self._lines[type_] = cached
         return cached
 

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from zombied.sim.selectors import Selector
 from zombied.sim.status import status_object
-from zombied.sim.store import ResourceType, Store, Subscription, encode
+from zombied.sim.store import ResourceType, Store, Subscription, encode, event_line
 
 if TYPE_CHECKING:
     from zombied.sim.faults import Faults
@@ -73,7 +73,7 @@ class WatchStream:
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
         obj = {"kind": self._req.rt.kind, "apiVersion": self._req.rt.api_version, "metadata": meta}
-        return b'{"type":"BOOKMARK","object":' + encode(obj) + b"}\n"
+        return event_line("BOOKMARK", encode(obj))
 
     def _count_events(self, n: int) -> bool:
         """Tell fault injection about ``n`` events written; True means cut now."""
@@ -130,7 +130,7 @@ class WatchStream:
         lines: list[bytes] = []
         if req.resource_version in ("", "0") or req.send_initial_events:
             lines.extend(
-                b'{"type":"ADDED","object":' + stored.raw + b"}\n"
+                event_line("ADDED", stored.raw)
                 for stored in store.iter_stored(req.rt.name, req.namespace)
                 if selector is None or selector.matches_index(stored.fields, stored.labels)
             )
@@ -169,8 +169,7 @@ class WatchStream:
         while True:
             if sub.expired is not None:
                 error = status_object(410, "Expired", sub.expired)
-                line = b'{"type":"ERROR","object":' + encode(error) + b"}\n"
-                await self._write(response, [line])
+                await self._write(response, [event_line("ERROR", encode(error))])
                 return
             if sub.pending:
                 batch: list[bytes] = []

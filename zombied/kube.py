@@ -3,9 +3,9 @@
 This module owns the two things every I/O part needs from kubernetes_asyncio: a
 configured :class:`ApiClient` (in-cluster service account or kubeconfig) with a
 connection pool sized for the watches and delete workers that share it, and
-:func:`api_status`, which turns any exception from a request into the ``Status``
-the server sent (or a transport failure). Decisions about what a status *means* belong
-to the callers; this module never retries and never logs.
+:func:`api_status` / :func:`status_of`, which turn any exception from a request into
+the ``Status`` the server sent (or a transport failure). Decisions about what a status
+*means* belong to the callers; this module never retries and never logs.
 """
 
 from __future__ import annotations
@@ -126,6 +126,11 @@ def api_status(exc: BaseException) -> ApiStatus | None:
     if isinstance(exc, (aiohttp.ClientError, TimeoutError, ConnectionError)):
         return ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc))
     return None
+
+
+def status_of(exc: BaseException) -> ApiStatus:
+    """Like `api_status`, but any other exception counts as a transport failure."""
+    return api_status(exc) or ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc))
 
 
 def status_from_object(obj: object) -> ApiStatus | None:

@@ -37,7 +37,7 @@ from anyio.abc import TaskStatus
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from zombied.kube import ApiStatus, api_status
+from zombied.kube import api_status, status_of
 
 #: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
 JITTER_FACTOR = 1.2
@@ -216,8 +216,7 @@ class LeaseElector:
             try:
                 lease = await self._request("get")
             except ApiException as exc:
-                status = api_status(exc)
-                if status is None or status.code != 404:
+                if status_of(exc).code != 404:
                     self._failed(exc, "get")
                     return False
                 return await self._create(started)
@@ -411,7 +410,7 @@ class LeaseElector:
 
     def _failed(self, exc: ApiException, op: str) -> int:
         """Log a failed request (each kind once until the next success); return its code."""
-        status = api_status(exc) or ApiStatus(0, "Unknown", str(exc))
+        status = status_of(exc)
         if status.code == 409:
             self._log.info("leader.conflict", op=op, message=status.message or None)
             return status.code
@@ -452,6 +451,4 @@ def _holder(spec: dict[str, Any]) -> str:
 
 
 def _transport_error(exc: BaseException) -> ApiException:
-    status = api_status(exc)
-    reason = status.reason if status else type(exc).__name__
-    return ApiException(status=0, reason=reason or type(exc).__name__)
+    return ApiException(status=0, reason=status_of(exc).reason or type(exc).__name__)

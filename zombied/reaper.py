@@ -27,7 +27,7 @@ from kubernetes_asyncio import client
 
 from zombied import metrics
 from zombied.backoff import Backoff
-from zombied.kube import TRANSPORT_ERROR, ApiStatus, api_status
+from zombied.kube import TRANSPORT_ERROR, ApiStatus, status_of
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
 from zombied.queue import QueueClosed, WorkQueue
@@ -253,8 +253,7 @@ class Reaper:
             async with response:
                 await raise_for_status(response)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
-            status = api_status(exc) or ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc))
-            return outcome_for(status)
+            return outcome_for(status_of(exc))
         finally:
             metrics.delete_duration.observe(time.monotonic() - started)
         return DRY_RUN if self.dry_run == "server" else DELETED
@@ -332,7 +331,7 @@ class Reaper:
             async with response:
                 await raise_for_status(response)
         except Exception as exc:  # noqa: BLE001 - an audit Event is best effort
-            status = api_status(exc) or ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc))
+            status = status_of(exc)
             metrics.api_errors.labels(verb="create", code=str(status.code)).inc()
             if status.code in (401, 403):
                 if pod.namespace in self._events_forbidden:

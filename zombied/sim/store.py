@@ -620,6 +620,7 @@ class Store:
     # ------------------------------------------------------------ list & watch
 
     def check_watch_start(self, rv: int) -> None:
+        """410 below the kept history, 504 beyond the present; LISTs at ``rv`` too."""
         if rv < self._floor:
             raise too_old(rv, self._floor)
         if rv > self._rv:
@@ -670,10 +671,7 @@ class Store:
         keys = table.keys()
         rv = self._rv
         if at_rv is not None and at_rv != self._rv:
-            if at_rv < self._floor:
-                raise too_old(at_rv, self._floor)
-            if at_rv > self._rv:
-                raise too_large_rv(at_rv, self._rv)
+            self.check_watch_start(at_rv)
             overrides: dict[Key, Stored | None] = {}
             for change in reversed(list(self.changes_since(resource, at_rv))):
                 overrides[change.key] = change.prev

@@ -439,20 +439,19 @@ class Store:
         if rt.namespaced:
             namespace = meta.get("namespace") or "default"
             meta["namespace"] = namespace
-            if self.get_stored("namespaces", "", namespace) is None:
+            ns_obj = self.get_stored("namespaces", "", namespace)
+            if ns_obj is None:
                 if validate_namespace:
                     raise not_found("namespaces", namespace)
                 self.create("namespaces", {"metadata": {"name": namespace}})
-            else:
-                ns_obj = self.get_stored("namespaces", "", namespace)
-                if validate_namespace and ns_obj is not None and ns_obj.deleting:
-                    raise ApiError(
-                        403,
-                        "Forbidden",
-                        f'{rt.qualified} "{name}" is forbidden: unable to create new content in '
-                        f"namespace {namespace} because it is being terminated",
-                        {"name": name, "kind": rt.name},
-                    )
+            elif validate_namespace and ns_obj.deleting:
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'{rt.qualified} "{name}" is forbidden: unable to create new content in '
+                    f"namespace {namespace} because it is being terminated",
+                    {"name": name, "kind": rt.name},
+                )
         else:
             meta.pop("namespace", None)
         key = (namespace, name)
@@ -568,14 +567,9 @@ class Store:
             "spec.nodeName"
         ):
             return 0
-        obj = current.obj
-        spec = obj.get("spec") or {}
-        phase = (obj.get("status") or {}).get("phase")
-        if not spec.get("nodeName") or phase in TERMINAL_PHASES:
-            return 0
         if requested is not None:
             return max(0, requested)
-        default = spec.get("terminationGracePeriodSeconds")
+        default = (current.obj.get("spec") or {}).get("terminationGracePeriodSeconds")
         return 30 if default is None else max(0, int(default))
 
     def _start_graceful(

@@ -133,6 +133,32 @@ def status_of(exc: BaseException) -> ApiStatus:
     return api_status(exc) or ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc))
 
 
+def rbac_rule(verb: str, resource: str, namespace: str | None, *, group: str = "") -> str:
+    """The RBAC rule a 401/403 says is missing, as an operator would grant it."""
+    what = f"{resource} in API group {group}" if group else resource
+    where = f"in namespace {namespace}" if namespace is not None else "at the cluster scope"
+    return f"{verb} {what} {where}"
+
+
+async def raise_for_status(response: aiohttp.ClientResponse) -> None:
+    """Turn a raw non-2xx answer into the ApiException the generated client would raise."""
+    if response.status < 300:
+        return
+    try:
+        body = await response.read()
+    except aiohttp.ClientError:
+        body = b""
+    raise api_exception(response, body)
+
+
+def api_exception(response: aiohttp.ClientResponse, body: bytes) -> ApiException:
+    """The ApiException for a raw answer whose body was already read."""
+    exc = ApiException(status=response.status, reason=response.reason)
+    exc.body = body
+    exc.headers = response.headers
+    return exc
+
+
 def status_from_object(obj: object) -> ApiStatus | None:
     """A ``Status`` object found in a watch ``ERROR`` event (or anywhere else) as ApiStatus."""
     if not isinstance(obj, dict) or obj.get("kind") != "Status":

@@ -37,7 +37,7 @@ from anyio.abc import TaskStatus
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from zombied.kube import api_status, status_of
+from zombied.kube import api_exception, api_status, rbac_rule, status_of
 
 #: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
 JITTER_FACTOR = 1.2
@@ -396,10 +396,7 @@ class LeaseElector:
                 raise
             raise _transport_error(exc) from exc
         if not 200 <= response.status <= 299:
-            error = ApiException(status=response.status, reason=response.reason)
-            error.body = data  # a Status object, as ApiException carries it elsewhere
-            error.headers = response.headers
-            raise error
+            raise api_exception(response, data)
         try:
             obj = json.loads(data)
         except ValueError:
@@ -422,9 +419,8 @@ class LeaseElector:
                 "leader.forbidden",
                 op=op,
                 code=status.code,
-                missing_rule=(
-                    "get/create/update leases in API group coordination.k8s.io "
-                    f"in namespace {self.namespace}"
+                missing_rule=rbac_rule(
+                    "get/create/update", "leases", self.namespace, group="coordination.k8s.io"
                 ),
                 message=status.message or None,
             )

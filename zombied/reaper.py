@@ -27,13 +27,13 @@ from kubernetes_asyncio import client
 
 from zombied import metrics
 from zombied.backoff import Backoff
-from zombied.kube import TRANSPORT_ERROR, ApiStatus, status_of
+from zombied.kube import TRANSPORT_ERROR, ApiStatus, raise_for_status, rbac_rule, status_of
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
 from zombied.queue import QueueClosed, WorkQueue
 from zombied.ratelimit import TokenBucket
 from zombied.rules import classify
-from zombied.watch import PodCache, raise_for_status, rbac_rule
+from zombied.watch import PodCache
 
 __all__ = [
     "Action",

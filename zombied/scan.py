@@ -26,11 +26,11 @@ import anyio
 from kubernetes_asyncio import client
 
 from zombied.errors import PermissionDenied, ZombiedError
-from zombied.kube import api_status, open_api_client
+from zombied.kube import api_status, open_api_client, rbac_rule
 from zombied.pod import PodSnapshot
 from zombied.reaper import Outcome, Reaper
 from zombied.rules import classify
-from zombied.watch import list_terminal_pods, rbac_rule, scopes_for
+from zombied.watch import list_terminal_pods, scopes_for
 
 if TYPE_CHECKING:
     from zombied.config import Config

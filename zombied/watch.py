@@ -26,11 +26,17 @@ from typing import Any, Final
 import aiohttp
 import anyio
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from zombied import metrics
 from zombied.backoff import Backoff
-from zombied.kube import TRANSPORT_ERROR, ApiStatus, api_status, status_from_object
+from zombied.kube import (
+    TRANSPORT_ERROR,
+    ApiStatus,
+    api_status,
+    raise_for_status,
+    rbac_rule,
+    status_from_object,
+)
 from zombied.log import get_logger
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
 from zombied.queue import WorkQueue
@@ -116,12 +122,6 @@ def scopes_for(namespaces: Iterable[str], exclude: Iterable[str]) -> tuple[Scope
     if not wanted:
         return (Scope(None, excluded),)
     return tuple(Scope(ns, excluded) for ns in wanted if ns not in excluded)
-
-
-def rbac_rule(verb: str, resource: str, namespace: str | None) -> str:
-    """The RBAC rule a 401/403 says is missing, as an operator would grant it."""
-    where = f"in namespace {namespace}" if namespace is not None else "at the cluster scope"
-    return f"{verb} {resource} {where}"
 
 
 # -- events ---------------------------------------------------------------------------
@@ -393,7 +393,7 @@ class Watcher:
             self._log.error("watch.failed", verb=verb, error=repr(exc)[:500])
         metrics.api_errors.labels(verb=verb, code=str(status.code)).inc()
         if status.code in (401, 403):
-            rule = rbac_rule(f"{verb}", "pods", self.scope.namespace)
+            rule = rbac_rule(verb, "pods", self.scope.namespace)
             if self.state.forbidden is None:
                 self._log.error(
                     "watch.forbidden",
@@ -621,17 +621,3 @@ async def list_terminal_pods(
     if not resource_version:
         raise aiohttp.ClientPayloadError("LIST answer without a resourceVersion")
     return snapshots, resource_version
-
-
-async def raise_for_status(response: aiohttp.ClientResponse) -> None:
-    """Turn a raw non-2xx answer into the ApiException the generated client would raise."""
-    if response.status < 300:
-        return
-    try:
-        body = await response.read()
-    except aiohttp.ClientError:
-        body = b""
-    exc = ApiException(status=response.status, reason=response.reason)
-    exc.body = body
-    exc.headers = response.headers
-    raise exc

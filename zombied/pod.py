@@ -98,6 +98,11 @@ class PodSnapshot:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def owner(self) -> str:
+        """The controlling owner as ``Kind/name``; empty when the pod has none."""
+        return f"{self.owner_kind}/{self.owner_name}" if self.owner_kind else ""
+
+    @property
     def terminal(self) -> bool:
         """Whether the pod is in a phase the kubelet never leaves (Failed/Succeeded)."""
         return self.phase in TERMINAL_PHASES

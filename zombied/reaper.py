@@ -280,7 +280,7 @@ class Reaper:
             del self.forbidden[pod.namespace]
             log.info("reaper.permitted", rule=rbac_rule("delete", "pods", pod.namespace))
         if outcome is DELETED:
-            log.info(outcome.event, reason=pod.reason, owner=_owner(pod))
+            log.info(outcome.event, reason=pod.reason, owner=pod.owner)
         elif outcome is DRY_RUN:
             log.info(outcome.event, mode="server", reason=pod.reason)
         elif outcome.action is Action.DONE:
@@ -405,7 +405,3 @@ class Reaper:
                 backoff = self._backoffs[key] = Backoff()
             queue.add(key, backoff.next())
         return outcome
-
-
-def _owner(pod: PodSnapshot) -> str:
-    return f"{pod.owner_kind}/{pod.owner_name}" if pod.owner_kind else ""

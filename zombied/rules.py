@@ -164,8 +164,8 @@ def describe(pod: PodSnapshot) -> dict[str, str]:
         "reason": pod.reason,
         "node": pod.node,
     }
-    if pod.owner_kind:
-        fields["owner"] = f"{pod.owner_kind}/{pod.owner_name}"
+    if pod.owner:
+        fields["owner"] = pod.owner
     if pod.terminated_at is not None:
         fields["terminated_at"] = pod.terminated_at.isoformat()
     return fields

@@ -69,7 +69,7 @@ class Zombie:
             "reason": pod.reason,
             "message": pod.message,
             "node": pod.node,
-            "owner": f"{pod.owner_kind}/{pod.owner_name}" if pod.owner_kind else "",
+            "owner": pod.owner,
             "terminated_at": pod.terminated_at.isoformat() if pod.terminated_at else None,
             "age_s": round(age, 3) if age is not None else None,
         }
@@ -95,7 +95,6 @@ def render_table(zombies: Sequence[Zombie], now: datetime) -> str:
     rows = [COLUMNS]
     for zombie in zombies:
         pod = zombie.pod
-        owner = f"{pod.owner_kind}/{pod.owner_name}" if pod.owner_kind else "<none>"
         rows.append(
             (
                 pod.namespace,
@@ -103,7 +102,7 @@ def render_table(zombies: Sequence[Zombie], now: datetime) -> str:
                 zombie.rule,
                 pod.reason or "<none>",
                 pod.node or "<none>",
-                owner,
+                pod.owner or "<none>",
                 format_age(zombie.age(now)),
             )
         )

@@ -45,6 +45,23 @@ def test_objects_are_copied_in_and_out() -> None:
     assert again["status"]["phase"] == "Pending"
 
 
+def test_pods_on_node_follows_binding_moves_and_deletes() -> None:
+    store = Store()
+
+    def on(node: str) -> list[str]:
+        return [p["metadata"]["name"] for p in store.pods_on_node(node)]
+
+    b = store.create("pods", {**pod("b"), "spec": {"nodeName": "n1"}})
+    store.create("pods", {**pod("a", "other"), "spec": {"nodeName": "n1"}})
+    store.create("pods", pod("unbound"))
+    assert on("n1") == ["b", "a"]  # ns/b sorts before other/a
+    store.update("pods", {**b, "spec": {"nodeName": "n2"}})
+    assert (on("n1"), on("n2")) == (["a"], ["b"])
+    store.delete("pods", "other", "a", grace_period=0)
+    store.delete("pods", "ns", "b", grace_period=0)
+    assert (on("n1"), on("n2"), on("")) == ([], [], [])
+
+
 def test_stale_update_conflicts_and_no_op_update_keeps_version() -> None:
     store = Store()
     first = store.create("pods", pod("a"))

@@ -980,23 +980,13 @@ class Cluster:
 
     def pods_on(self, node: str) -> list[JSONDict]:
         """Copies of the pods bound to ``node``."""
-        iter_stored = getattr(self.store, "iter_stored", None)
-        if not callable(iter_stored):
-            return [p for p in self.store.list("pods") if p["spec"].get("nodeName") == node]
-        # Look at the stored versions' field index (what field selectors use) and copy
-        # only the matches: a preemption in a 100k-pod cluster must not decode every pod.
-        keys = []
-        for stored in iter_stored("pods"):
-            fields = getattr(stored, "fields", None)
-            if not isinstance(fields, dict) or "spec.nodeName" not in fields:
-                fields = {
-                    "spec.nodeName": stored.obj["spec"].get("nodeName"),
-                    "metadata.namespace": stored.obj["metadata"]["namespace"],
-                    "metadata.name": stored.obj["metadata"]["name"],
-                }
-            if fields["spec.nodeName"] == node:
-                keys.append((fields["metadata.namespace"], fields["metadata.name"]))
-        return [p for ns, name in keys if (p := self.store.get("pods", ns, name)) is not None]
+        # The simulator's store indexes pods by node: a preemption in a 100k-pod
+        # cluster must not decode, or even look at, every pod.
+        pods_on_node = getattr(self.store, "pods_on_node", None)
+        if callable(pods_on_node):
+            found: list[JSONDict] = pods_on_node(node)
+            return found
+        return [p for p in self.store.list("pods") if p["spec"].get("nodeName") == node]
 
 
 def _ref(pod: JSONDict) -> PodRef:

@@ -313,6 +313,9 @@ class Store:
         self._history: deque[Change] = deque(maxlen=max(1, history_window))
         self._tables: dict[str, _Table] = {name: _Table() for name in RESOURCES}
         self._subs: dict[str, set[Subscription]] = {name: set() for name in RESOURCES}
+        # Keys of the pods bound to each node: a node shutdown touches its own pods
+        # without scanning the cluster's.
+        self._pods_by_node: dict[str, set[Key]] = {}
         self._rng = random.Random(seed)
         self.deleted: list[DeletedRecord] = []
         #: Called with (namespace, name, uid, delay) when a pod starts graceful deletion.
@@ -339,6 +342,11 @@ class Store:
 
     def get_stored(self, resource: str, namespace: str, name: str) -> Stored | None:
         return self._table(resource).objects.get((namespace, name))
+
+    def pods_on_node(self, node: str) -> list[JSONDict]:
+        """Copies of the pods bound to ``node``, in key order."""
+        objects = self._tables["pods"].objects
+        return [objects[key].copy() for key in sorted(self._pods_by_node.get(node, ()))]
 
     def list(self, resource: str, namespace: str | None = None) -> list[JSONDict]:
         return [s.copy() for s in self.iter_stored(resource, namespace)]
@@ -398,6 +406,8 @@ class Store:
             if key not in table.objects:
                 table.sorted_keys = None
             table.objects[key] = stored
+        if resource == "pods":
+            self._index_node(key, prev, None if type_ == "DELETED" else stored)
         change = Change(self._rv, resource, key, type_=type_, stored=stored, prev=prev)
         if len(self._history) == self._history.maxlen:
             self._floor = self._history[0].rv
@@ -405,6 +415,19 @@ class Store:
         for sub in self._subs[resource]:
             sub.push(change)
         return stored
+
+    def _index_node(self, key: Key, before: Stored | None, after: Stored | None) -> None:
+        old = before.fields["spec.nodeName"] if before is not None else ""
+        new = after.fields["spec.nodeName"] if after is not None else ""
+        if old == new:
+            return
+        if old:
+            keys = self._pods_by_node[old]
+            keys.discard(key)
+            if not keys:
+                del self._pods_by_node[old]
+        if new:
+            self._pods_by_node.setdefault(new, set()).add(key)
 
     def create(self, resource: str, obj: JSONDict, *, validate_namespace: bool = False) -> JSONDict:
         """Add an object; set uid, creationTimestamp and resourceVersion.

@@ -31,6 +31,7 @@ from zombied.leader import LeaseElector, default_identity
 from zombied.log import get_logger
 from zombied.queue import WorkQueue
 from zombied.reaper import Leadership, Reaper
+from zombied.rules import is_due
 from zombied.watch import PodCache, Watcher, scopes_for
 
 if TYPE_CHECKING:
@@ -285,12 +286,8 @@ class Daemon:
         self._drained.set()
 
     def _due_now(self) -> int:
-        due = 0
         now = self.cache.now()
-        for entry in self.cache.entries():
-            if entry.verdict.zombie and entry.verdict.due is not None:
-                due += entry.verdict.due <= now
-        return due
+        return sum(is_due(entry.verdict, now) for entry in self.cache.entries())
 
     async def __aexit__(
         self,

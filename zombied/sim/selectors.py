@@ -17,7 +17,6 @@ from typing import Any
 from zombied.sim.status import ApiError, bad_request
 
 JSONDict = dict[str, Any]
-Predicate = Callable[[JSONDict], bool]
 
 _NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _VALUE_RE = re.compile(rf"^({_NAME})?$")
@@ -323,15 +322,10 @@ def parse_label_selector(text: str) -> tuple[LabelReq, ...]:  # noqa: PLR0915 - 
 
 @dataclass(frozen=True, slots=True)
 class Selector:
-    """A parsed pair of selectors; ``key`` identifies equal selectors for sharing work."""
+    """A parsed pair of selectors; equal selectors hash alike, so watches share work."""
 
     fields: tuple[FieldTerm, ...]
     labels: tuple[LabelReq, ...]
-    resource: str
-
-    @property
-    def key(self) -> tuple[tuple[FieldTerm, ...], tuple[LabelReq, ...]]:
-        return (self.fields, self.labels)
 
     @property
     def empty(self) -> bool:
@@ -344,22 +338,9 @@ class Selector:
                 return False
         return all(req.matches(labels) for req in self.labels)
 
-    def matches(self, obj: JSONDict) -> bool:
-        if self.fields:
-            getters = FIELD_LABELS.get(self.resource, _META)
-            for term in self.fields:
-                value = getters[term.field](obj)
-                if (value == term.value) != (term.op == "="):
-                    return False
-        if self.labels:
-            labels = (obj.get("metadata") or {}).get("labels") or {}
-            return all(req.matches(labels) for req in self.labels)
-        return True
-
 
 def parse_selector(resource: str, field_selector: str, label_selector: str) -> Selector:
     return Selector(
         parse_field_selector(field_selector, resource),
         parse_label_selector(label_selector),
-        resource,
     )

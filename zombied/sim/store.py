@@ -201,7 +201,7 @@ class Change:
         self.stored = stored
         self.prev = prev
         self._lines: dict[str, bytes] = {}
-        self._matches: dict[object, str | None] = {}
+        self._matches: dict[Selector, str | None] = {}
 
     def line(self, type_: str) -> bytes:
         """The watch event line for this change, encoded once per event type."""
@@ -219,9 +219,8 @@ class Change:
         """
         if selector is None or selector.empty:
             return self.type
-        skey = selector.key
-        if skey in self._matches:
-            return self._matches[skey]
+        if selector in self._matches:
+            return self._matches[selector]
         now = selector.matches_index(self.stored.fields, self.stored.labels)
         before = self.prev is not None and selector.matches_index(
             self.prev.fields, self.prev.labels
@@ -239,7 +238,7 @@ class Change:
             result = "DELETED"
         else:
             result = None
-        self._matches[skey] = result
+        self._matches[selector] = result
         return result
 
 

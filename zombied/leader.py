@@ -330,9 +330,12 @@ class LeaseElector:
     def _stop_leading(self, reason: str, **details: object) -> None:
         if not self._leading:
             return
+        self._log.warning("leader.lost", reason=reason, **details)
+        self._step_down()
+
+    def _step_down(self) -> None:
         self._leading = False
         self._became_leader = anyio.Event()
-        self._log.warning("leader.lost", reason=reason, **details)
         if self._on_change is not None:
             self._on_change(False)
 
@@ -341,10 +344,7 @@ class LeaseElector:
         was_leading = self._leading
         if was_leading:
             # Stop acting before the write: the lease is up for grabs the moment it lands.
-            self._leading = False
-            self._became_leader = anyio.Event()
-            if self._on_change is not None:
-                self._on_change(False)
+            self._step_down()
         timeout = max(2 * self.request_timeout, 1.0)
         with anyio.move_on_after(timeout) as scope:
             async with self._lock:

@@ -129,6 +129,16 @@ def _query_int(query: Any, key: str, *, minimum: int = 0) -> int | None:
     return value
 
 
+def _decode(raw: bytes, content_type: str) -> Any:
+    """A request body as JSON, or as YAML for the YAML media types."""
+    try:
+        if content_type in ("application/yaml", APPLY_PATCH):
+            return yaml.safe_load(raw.decode())
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise bad_request(f"error decoding body: json parse error: {exc}") from None
+
+
 def _parse_rv(raw: str) -> int:
     try:
         value = int(raw)
@@ -557,14 +567,7 @@ class ApiServer:
         accepted = PATCH_TYPES if patch else BODY_TYPES
         if content_type not in accepted or content_type == "application/vnd.kubernetes.protobuf":
             raise unsupported_media_type(accepted)
-        raw = await request.read()
-        try:
-            if content_type in ("application/yaml", APPLY_PATCH):
-                data = yaml.safe_load(raw.decode())
-            else:
-                data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise bad_request(f"error decoding body: json parse error: {exc}") from None
+        data = _decode(await request.read(), content_type)
         if not patch and not isinstance(data, dict):
             raise bad_request(
                 "the object provided is unrecognized (must be of type "
@@ -688,12 +691,7 @@ class ApiServer:
             content_type = request.content_type or JSON_TYPE
             if content_type not in (JSON_TYPE, "application/yaml", "application/octet-stream"):
                 raise unsupported_media_type(BODY_TYPES)
-            try:
-                parsed = (
-                    json.loads(raw) if content_type != "application/yaml" else yaml.safe_load(raw)
-                )
-            except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
-                raise bad_request(f"error decoding body: json parse error: {exc}") from None
+            parsed = _decode(raw, content_type)
             if not isinstance(parsed, dict):
                 raise bad_request("the body of a DELETE must be a DeleteOptions object")
             options = parsed

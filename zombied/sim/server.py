@@ -33,6 +33,8 @@ from zombied.sim.status import (
     bad_request,
     forbidden,
     injected,
+    internal_error,
+    invalid_options,
     method_not_allowed,
     not_found,
     path_not_found,
@@ -202,9 +204,7 @@ class ApiServer:
                 log.exception(
                     "simulated apiserver failed on %s %s", request.method, request.path_qs
                 )
-                response = _error_response(
-                    ApiError(500, "InternalError", "Internal error occurred: simulator failure")
-                )
+                response = _error_response(internal_error("simulator failure"))
                 status = 500
             else:
                 log.debug("client left during %s %s", request.method, request.path_qs)
@@ -522,12 +522,12 @@ class ApiServer:
         send_initial = parse_watch_flag(query.get("sendInitialEvents"))
         bookmarks = parse_watch_flag(query.get("allowWatchBookmarks"))
         if send_initial and (query.get("resourceVersionMatch") != "NotOlderThan" or not bookmarks):
-            raise ApiError(
-                422,
-                "Invalid",
-                'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: '
-                "sendInitialEvents is forbidden for watch unless the WatchList feature gate is "
-                "enabled and resourceVersionMatch is NotOlderThan and allowWatchBookmarks is true",
+            raise invalid_options(
+                "ListOptions.meta.k8s.io",
+                "sendInitialEvents",
+                "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature "
+                "gate is enabled and resourceVersionMatch is NotOlderThan and allowWatchBookmarks "
+                "is true",
             )
         if rv_raw not in ("", "0"):
             self.store.check_watch_start(_parse_rv(rv_raw))
@@ -704,11 +704,11 @@ class ApiServer:
             grace = grace_value
         policy = query.get("propagationPolicy") or options.get("propagationPolicy")
         if policy not in (None, "Orphan", "Background", "Foreground"):
-            raise ApiError(
-                422,
-                "Invalid",
-                f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
-                f'"{policy}": supported values: "Foreground", "Background", "Orphan", "nil"',
+            raise invalid_options(
+                "DeleteOptions.meta.k8s.io",
+                "propagationPolicy",
+                f'Unsupported value: "{policy}": supported values: "Foreground", "Background", '
+                '"Orphan", "nil"',
             )
         dry_run = self._dry_run(request) or options.get("dryRun") == ["All"]
         pre = options.get("preconditions") or {}

@@ -152,12 +152,32 @@ def invalid(kind: str, name: str, causes: list[tuple[str, str, str]]) -> ApiErro
     )
 
 
+def invalid_options(kind: str, field: str, why: str) -> ApiError:
+    """422 for request options (``ListOptions``, ``DeleteOptions``), which have no name."""
+    return ApiError(422, "Invalid", f'{kind} "" is invalid: {field}: {why}')
+
+
 def unauthorized() -> ApiError:
     return ApiError(401, "Unauthorized", "Unauthorized")
 
 
 def forbidden(message: str, qualified: str, name: str) -> ApiError:
     return ApiError(403, "Forbidden", message, _details(qualified, name))
+
+
+def namespace_terminating(qualified: str, resource: str, name: str, namespace: str) -> ApiError:
+    """A create in a namespace that is being deleted."""
+    return ApiError(
+        403,
+        "Forbidden",
+        f'{qualified} "{name}" is forbidden: unable to create new content in namespace '
+        f"{namespace} because it is being terminated",
+        {"name": name, "kind": resource},
+    )
+
+
+def internal_error(message: str) -> ApiError:
+    return ApiError(500, "InternalError", f"Internal error occurred: {message}")
 
 
 def path_not_found() -> ApiError:

@@ -35,6 +35,7 @@ from zombied.sim.status import (
     conflict,
     expired,
     invalid,
+    namespace_terminating,
     not_found,
     stale,
     too_large_rv,
@@ -467,13 +468,7 @@ class Store:
                     raise not_found("namespaces", namespace)
                 self.create("namespaces", {"metadata": {"name": namespace}})
             elif validate_namespace and ns_obj.deleting:
-                raise ApiError(
-                    403,
-                    "Forbidden",
-                    f'{rt.qualified} "{name}" is forbidden: unable to create new content in '
-                    f"namespace {namespace} because it is being terminated",
-                    {"name": name, "kind": rt.name},
-                )
+                raise namespace_terminating(rt.qualified, rt.name, name, namespace)
         else:
             meta.pop("namespace", None)
         key = (namespace, name)

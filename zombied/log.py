@@ -28,10 +28,7 @@ def wants_console(log_format: str, stream: TextIO) -> bool:
         return True
     if log_format == "json":
         return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # closed or replaced stream: assume a pipe
-        return False
+    return _is_terminal(stream)
 
 
 def configure_logging(
@@ -48,7 +45,7 @@ def configure_logging(
     ]
     renderer: Any
     if wants_console(log_format, out):
-        renderer = structlog.dev.ConsoleRenderer(colors=_colors(out))
+        renderer = structlog.dev.ConsoleRenderer(colors=_is_terminal(out))
     else:
         shared.append(structlog.processors.format_exc_info)
         renderer = structlog.processors.JSONRenderer(sort_keys=False)
@@ -79,10 +76,10 @@ def configure_logging(
         logging.getLogger(name).setLevel(max(level_no, logging.WARNING))
 
 
-def _colors(stream: TextIO) -> bool:
+def _is_terminal(stream: TextIO) -> bool:
     try:
         return stream.isatty()
-    except (AttributeError, ValueError):
+    except (AttributeError, ValueError):  # closed or replaced stream: assume a pipe
         return False
 
 

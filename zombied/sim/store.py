@@ -626,7 +626,7 @@ class Store:
             if not rt.namespaced:
                 continue
             for stored in list(self.iter_stored(resource, namespace)):
-                self._remove(resource, (namespace, _name_of(stored)), stored)
+                self._remove(resource, (namespace, stored.fields["metadata.name"]), stored)
 
     # ------------------------------------------------------------ list & watch
 
@@ -730,10 +730,6 @@ def _ns_range(keys: list[Key], namespace: str) -> tuple[int, int]:
         bisect.bisect_left(keys, (namespace, "")),
         bisect.bisect_left(keys, (namespace + "\x00", "")),
     )
-
-
-def _name_of(stored: Stored) -> str:
-    return stored.fields.get("metadata.name") or str(stored.obj["metadata"]["name"])
 
 
 def _parse_time(text: str) -> float:

@@ -385,9 +385,7 @@ class Watcher:
         return True
 
     async def _failed(self, exc: Exception, verb: str) -> None:
-        status = api_status(exc)
-        if isinstance(exc, _StreamError):
-            status = exc.status
+        status = exc.status if isinstance(exc, _StreamError) else api_status(exc)
         if status is None:
             status = ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc)[:200])
             self._log.error("watch.failed", verb=verb, error=repr(exc)[:500])
@@ -430,12 +428,6 @@ class Watcher:
 
     # -- LIST -------------------------------------------------------------------------
 
-    def _request_args(self) -> dict[str, Any]:
-        return request_args(self.scope, self.label_selector)
-
-    def _call(self, **kwargs: Any) -> Any:
-        return _call(self._core, self.scope, **kwargs)
-
     async def _list(self) -> None:
         snapshots, resource_version = await list_terminal_pods(
             self._core,
@@ -466,8 +458,10 @@ class Watcher:
     async def _watch(self) -> None:
         timeout = self._rng.uniform(self.timeout_min, self.timeout_max)
         self.state.watch_timeout = timeout
-        args = self._request_args()
-        response = await self._call(
+        args = request_args(self.scope, self.label_selector)
+        response = await _call(
+            self._core,
+            self.scope,
             watch=True,
             resource_version=self._resource_version,
             # Spelled as the API documents it; the client would send "True".

@@ -687,7 +687,10 @@ class Store:
             for change in reversed(list(self.changes_since(resource, at_rv))):
                 overrides[change.key] = change.prev
             objects = _Overlay(table.objects, overrides)
-            keys = sorted(set(keys) | set(overrides))
+            gone = sorted(k for k in overrides if k not in table.objects)
+            if gone:
+                # Two sorted runs: timsort merges them in one linear pass.
+                keys = sorted(keys + gone)
             rv = at_rv
         lo, hi = (0, len(keys)) if namespace is None else _ns_range(keys, namespace)
         if start_after is not None:

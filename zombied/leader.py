@@ -392,9 +392,10 @@ class LeaseElector:
                 async with response:
                     data = await response.read()
         except Exception as exc:
-            if isinstance(exc, ApiException) or api_status(exc) is None:
+            status = None if isinstance(exc, ApiException) else api_status(exc)
+            if status is None:
                 raise
-            raise _transport_error(exc) from exc
+            raise ApiException(status=0, reason=status.reason or type(exc).__name__) from exc
         if not 200 <= response.status <= 299:
             raise api_exception(response, data)
         try:
@@ -444,7 +445,3 @@ def _spec(lease: dict[str, Any] | None) -> dict[str, Any]:
 def _holder(spec: dict[str, Any]) -> str:
     holder = spec.get("holderIdentity")
     return holder if isinstance(holder, str) else ""
-
-
-def _transport_error(exc: BaseException) -> ApiException:
-    return ApiException(status=0, reason=status_of(exc).reason or type(exc).__name__)

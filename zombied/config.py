@@ -726,50 +726,53 @@ def _parse(option: Option, text: str, origin: str) -> Any:
 
 
 def _build(command: str, values: Mapping[str, Any], config_file: str | None) -> Config:
-    get = values.get
-    namespaces: tuple[str, ...] = get("namespaces", ())
-    excluded: tuple[str, ...] = get("exclude_namespaces", ())
+    def get(name: str) -> Any:
+        # Options of the other command are absent: they read as the table's default.
+        return values[name] if name in values else _BY_NAME[name].default
+
+    namespaces: tuple[str, ...] = get("namespaces")
+    excluded: tuple[str, ...] = get("exclude_namespaces")
     overlap = [name for name in excluded if name in namespaces]
     if overlap:
         raise ConfigError(
             f"--exclude-namespaces: {overlap[0]!r} is also listed in --namespaces; "
             "name it in only one of them"
         )
-    min_age: float = get("min_age", DEFAULT_MIN_AGE)
-    rule_specs: RuleSpec = get("rules", (("node-shutdown", None),))
+    min_age: float = get("min_age")
+    rule_specs: RuleSpec = get("rules")
     rules = RuleSet(
         rules=tuple(Rule(name, min_age if age is None else age) for name, age in rule_specs),
-        exclude_owner_kinds=frozenset(get("exclude_owner_kinds", ())),
+        exclude_owner_kinds=frozenset(get("exclude_owner_kinds")),
     )
-    host, port = get("listen", ("0.0.0.0", 8080))  # noqa: S104 - see Config.listen_host
-    watch_timeout: float = get("watch_timeout", 300.0)
+    host, port = get("listen")
+    watch_timeout: float = get("watch_timeout")
     config = Config(
         command=command,
         kubeconfig=get("kubeconfig"),
         context=get("context"),
         namespaces=namespaces,
         exclude_namespaces=excluded,
-        label_selector=get("label_selector", ""),
+        label_selector=get("label_selector"),
         rules=rules,
-        qps=get("qps", 5.0),
-        burst=get("burst", 10),
-        max_in_flight=get("max_in_flight", 4),
-        dry_run=get("dry_run", DryRun.OFF),
+        qps=get("qps"),
+        burst=get("burst"),
+        max_in_flight=get("max_in_flight"),
+        dry_run=get("dry_run"),
         listen_host=host,
         listen_port=port,
-        drain_timeout=get("drain_timeout", 20.0),
-        log_format=get("log_format", "auto"),
-        log_level=get("log_level", "info"),
-        leader_elect=get("leader_elect", False),
-        lease_name=get("lease_name", "zombied"),
+        drain_timeout=get("drain_timeout"),
+        log_format=get("log_format"),
+        log_level=get("log_level"),
+        leader_elect=get("leader_elect"),
+        lease_name=get("lease_name"),
         lease_namespace=get("lease_namespace"),
-        lease_duration=get("lease_duration", 15.0),
-        renew_deadline=get("renew_deadline", 10.0),
-        retry_period=get("retry_period", 2.0),
+        lease_duration=get("lease_duration"),
+        renew_deadline=get("renew_deadline"),
+        retry_period=get("retry_period"),
         watch_timeout_min=watch_timeout,
         watch_timeout_max=2 * watch_timeout,
-        output=get("output", "table"),
-        delete=get("delete", False),
+        output=get("output"),
+        delete=get("delete"),
         config_file=config_file,
     )
     if command == "run":

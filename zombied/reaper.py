@@ -76,7 +76,7 @@ class Outcome:
     @property
     def failed(self) -> bool:
         """The pod may still be there because of this answer."""
-        return self.action not in (Action.DONE,)
+        return self.action is not Action.DONE
 
 
 DELETED: Final = Outcome("deleted", Action.DONE, "pod.reaped")

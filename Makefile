@@ -39,31 +39,31 @@ LINT_IMPORTS := $(PY) -c 'import sys; from importlinter.cli import lint_imports_
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml kubesim/pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 		|| { echo "zombied needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	$(PY) -m pip install --quiet -c constraints.txt -e ./kubesim -e '.[dev,bench]'
 	@touch $@
 
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m zombied.sim.demo
+	$(PY) -m bench.demo
 
 lint: $(STAMP)
 	$(RUFF) check .
 	$(RUFF) format --check .
-	$(MYPY) --strict zombied
+	$(MYPY) --strict zombied kubesim/src/kubesim
 	$(LINT_IMPORTS)
 
 # pytest exit code 5 means "no tests collected": that is a broken suite, not a pass.
 test: lint
 	@rm -f .coverage .coverage.*
-	@rc=0; $(PYTEST) --cov=zombied --cov-report=term tests || rc=$$?; \
+	@rc=0; $(PYTEST) --cov=zombied --cov=kubesim --cov-report=term tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
-	$(COVERAGE) report --omit='zombied/sim/*' --fail-under=$(COV_MIN)
+	$(COVERAGE) report --include='zombied/*' --fail-under=$(COV_MIN)
 
 fmt: $(STAMP)
 	$(RUFF) format .
@@ -90,10 +90,10 @@ docs: $(STAMP)
 
 # Re-pin after changing dependencies in pyproject.toml.
 constraints: $(STAMP)
-	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -vi '^zombied=='; } > constraints.txt.new
+	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -viE '^(zombied|kubesim)=='; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache \
 		htmlcov .coverage .coverage.* .hypothesis
-	find zombied tests bench -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null || true
+	find zombied kubesim tests bench -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null || true

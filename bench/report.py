@@ -612,7 +612,7 @@ def _scenario_text(plan: Mapping[str, Any]) -> str:
         [
             f"- Clusters of {sizes_text} running pods, {plan['pods_per_node']} pods per node, "
             f"{plan['namespaces']} namespaces, owned by ReplicaSets, StatefulSets, Jobs, "
-            "DaemonSets and bare pods. The simulator (`python -m zombied.sim`) runs in its own "
+            "DaemonSets and bare pods. The simulator (`python -m kubesim`) runs in its own "
             "process; a fresh one for each reaper and size.",
             "- zombied runs as `zombied run --kubeconfig K --min-age 0s --listen 127.0.0.1:P "
             "--log-format json`: with its default rate limits for the steady state and the "

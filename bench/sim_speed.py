@@ -36,7 +36,7 @@ TERMINAL = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
 
 def start_sim(kubeconfig: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zombied.sim", "--port", "0", "--kubeconfig", str(kubeconfig)],
+        [sys.executable, "-m", "kubesim", "--port", "0", "--kubeconfig", str(kubeconfig)],
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 30

@@ -1,6 +1,6 @@
 """The simulator and zombied as processes, seen from the benchmark.
 
-`SimProcess` starts `python -m zombied.sim` on a free loopback port, waits for the
+`SimProcess` starts `python -m kubesim` on a free loopback port, waits for the
 kubeconfig it writes once it accepts connections, and wraps its `/_sim/...` control
 API (scenario, preemptions, request and delete logs). `ZombiedProcess` starts
 `zombied run` the way a user does and waits for `/readyz`. Both are context managers
@@ -23,10 +23,10 @@ from types import TracebackType
 from typing import Any
 
 import yaml
-from zombied.sim.scenario import shutdown_pod
 
 from bench.procs import LOOPBACK, Child, Http, free_port
 from bench.stats import Zombie
+from kubesim.scenario import shutdown_pod
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
@@ -51,7 +51,7 @@ class Preemption:
 
 
 class SimProcess:
-    """`python -m zombied.sim` in its own process, plus its control API."""
+    """`python -m kubesim` in its own process, plus its control API."""
 
     def __init__(self, workdir: Path, *, name: str = "sim") -> None:
         self.workdir = workdir
@@ -62,7 +62,7 @@ class SimProcess:
             [
                 sys.executable,
                 "-m",
-                "zombied.sim",
+                "kubesim",
                 "--host",
                 LOOPBACK,
                 "--port",

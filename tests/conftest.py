@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from zombied.sim import Simulator
+
+from kubesim import Simulator
 
 
 def _current_loop(policy: asyncio.AbstractEventLoopPolicy) -> asyncio.AbstractEventLoop | None:

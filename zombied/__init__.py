@@ -1,8 +1,9 @@
 """zombied: reaps the pods that node shutdowns leave behind.
 
-The public surface is the ``zombied`` command line (see :mod:`zombied.cli`) and, for
-tests and demos, the simulated API server in :mod:`zombied.sim`. Everything else is
-internal and may change without notice.
+The public surface is the ``zombied`` command line (see :mod:`zombied.cli`).
+Everything else is internal and may change without notice. The simulated API server
+the tests and the demo run against is a separate distribution, ``kubesim``, and is
+never shipped with the controller.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -1,4 +1,4 @@
-"""The ``zombied`` command line: ``run``, ``scan``, ``version`` and ``sim``.
+"""The ``zombied`` command line: ``run``, ``scan`` and ``version``.
 
 This module owns the process boundary: it picks the sub-command, turns arguments and
 environment into a `Config` (through :mod:`zombied.config`, the single table of
@@ -34,13 +34,12 @@ COMMANDS = {
     "run": "watch the cluster and delete zombie pods as they become due",
     "scan": "list the zombie pods once (and with --delete, delete them once)",
     "version": "print the versions of zombied and kubernetes_asyncio",
-    "sim": "run the simulated Kubernetes API server used by tests and demos",
 }
 
 
 def usage() -> str:
     """The top-level help text."""
-    lines = ["usage: zombied {run,scan,version,sim} [options]", "", "commands:"]
+    lines = ["usage: zombied {run,scan,version} [options]", "", "commands:"]
     lines.extend(f"  {name:<9}{text}" for name, text in COMMANDS.items())
     lines.append("")
     lines.append("Run 'zombied COMMAND --help' for the options of a command.")
@@ -60,11 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, value in versions().items():
             print(f"{name} {value}")
         return 0
-    if command == "sim":
-        # Imported lazily: the controller itself never depends on the simulator.
-        from zombied.sim.__main__ import main as sim_main  # noqa: PLC0415
-
-        return sim_main(rest)
     if command not in COMMANDS:
         return _fail(f"unknown command {command!r} (choose from {', '.join(COMMANDS)})")
     try:

@@ -20,8 +20,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from zombied.kube import open_api_client
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.helpers import eventually
 
 ENV = "ZOMBIED_CONTRACT_KUBECONFIG"

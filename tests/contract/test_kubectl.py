@@ -23,8 +23,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from zombied.kube import open_api_client
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.contract.conftest import ENV, Server, make_pod
 
 # One simulator (and event loop) for the whole module: each kubectl run is a

@@ -17,8 +17,8 @@ import anyio
 import pytest
 from anyio.abc import Process
 from zombied.cli import MAX_ERROR_CHARS, main
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.daemon.pods import zombie
 from tests.helpers import eventually
 
@@ -231,8 +231,10 @@ async def test_scan_process_exit_codes(sim: Simulator, kubeconfig: Path) -> None
     assert "failed 1" in failed.stdout.decode()
 
 
-def test_sim_delegates_to_the_simulator_command(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(["sim", "--help"])
-    assert exited.value.code == 0
-    assert "--kubeconfig" in capsys.readouterr().out
+def test_the_simulator_is_not_a_command_of_the_controller(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--help"]) == 0
+    assert "sim" not in capsys.readouterr().out.split()
+    assert main(["sim", "--help"]) == 2
+    assert "unknown command 'sim'" in capsys.readouterr().err

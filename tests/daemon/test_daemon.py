@@ -11,9 +11,9 @@ from zombied import metrics
 from zombied.config import DryRun
 from zombied.daemon import Daemon
 from zombied.rules import Rule, RuleSet
-from zombied.sim import Simulator
-from zombied.sim.rbac import PolicyRule
 
+from kubesim import Simulator
+from kubesim.rbac import PolicyRule
 from tests.daemon.capture import captured_logs
 from tests.daemon.conftest import ConfigFactory
 from tests.daemon.pods import evicted, pod, zombie

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from zombied.daemon import Daemon
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.daemon.conftest import ConfigFactory
 from tests.helpers import eventually
 

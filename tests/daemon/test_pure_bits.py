@@ -75,5 +75,6 @@ def test_metrics_reference_covers_every_metric_with_help() -> None:
 
 def test_usage_lists_commands() -> None:
     text = usage()
-    for command in ("run", "scan", "version", "sim"):
+    for command in ("run", "scan", "version"):
         assert command in text
+    assert "sim" not in text

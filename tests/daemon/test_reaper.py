@@ -13,10 +13,10 @@ from zombied.pod import parse_pod
 from zombied.queue import WorkQueue
 from zombied.reaper import Action, Leadership, Reaper
 from zombied.rules import Rule, RuleSet
-from zombied.sim import Simulator
-from zombied.sim.rbac import PolicyRule
 from zombied.watch import PodCache
 
+from kubesim import Simulator
+from kubesim.rbac import PolicyRule
 from tests.daemon.capture import captured_logs
 from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import eventually

@@ -11,9 +11,9 @@ from zombied.config import DryRun
 from zombied.errors import PermissionDenied, ZombiedError
 from zombied.rules import Rule, RuleSet
 from zombied.scan import scan
-from zombied.sim import Simulator
-from zombied.sim.rbac import PolicyRule
 
+from kubesim import Simulator
+from kubesim.rbac import PolicyRule
 from tests.daemon.conftest import ConfigFactory
 from tests.daemon.pods import pod, zombie
 

@@ -7,8 +7,8 @@ import signal
 
 import anyio
 from zombied.daemon import serve
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.daemon.capture import captured_logs
 from tests.daemon.conftest import ConfigFactory
 from tests.daemon.pods import zombie

@@ -13,11 +13,11 @@ from structlog.testing import capture_logs
 from zombied.kube import open_api_client
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
-from zombied.sim import Simulator
-from zombied.sim.rbac import PolicyRule
-from zombied.sim.requestlog import RequestRecord
 from zombied.watch import TERMINAL_FIELD_SELECTOR, PodCache, Scope, Watcher
 
+from kubesim import Simulator
+from kubesim.rbac import PolicyRule
+from kubesim.requestlog import RequestRecord
 from tests.daemon.pods import pod, zombie
 from tests.helpers import eventually
 

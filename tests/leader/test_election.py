@@ -11,8 +11,8 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 from zombied.kube import open_api_client
-from zombied.sim.rbac import PolicyRule
 
+from kubesim.rbac import PolicyRule
 from tests.leader.conftest import LEASE, NAMESPACE, Campaign, wait_for
 
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

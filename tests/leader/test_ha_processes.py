@@ -23,8 +23,8 @@ from typing import IO, Any
 import anyio
 import pytest
 from anyio.abc import Process
-from zombied.sim.rbac import PolicyRule
 
+from kubesim.rbac import PolicyRule
 from tests.daemon.pods import zombie
 from tests.helpers import eventually
 

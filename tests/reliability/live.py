@@ -17,8 +17,8 @@ from typing import Any
 
 from zombied.daemon import Daemon
 from zombied.rules import RuleSet
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.daemon.conftest import make_config
 from tests.helpers import eventually
 from tests.reliability.world import EXCLUDED_NAMESPACES, LABEL_SELECTOR, World

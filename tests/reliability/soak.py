@@ -34,8 +34,8 @@ from pathlib import Path
 import anyio
 import psutil
 from zombied.rules import Rule, RuleSet
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.helpers import eventually
 from tests.reliability.live import LIVENESS_BOUND
 from tests.reliability.world import (

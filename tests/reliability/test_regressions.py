@@ -14,9 +14,9 @@ from zombied.backoff import Backoff
 from zombied.kube import open_api_client
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
-from zombied.sim import Simulator
 from zombied.watch import PodCache, Scope, Watcher
 
+from kubesim import Simulator
 from tests.helpers import eventually
 from tests.reliability.live import Live, running, settle
 

@@ -22,8 +22,8 @@ import anyio
 import pytest
 from anyio.abc import ByteReceiveStream
 from zombied.rules import Rule, RuleSet
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.helpers import eventually
 from tests.reliability.world import EXCLUDED_NAMESPACES, LABEL_SELECTOR, World
 

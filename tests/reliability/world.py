@@ -25,8 +25,9 @@ from typing import Any
 from aiohttp import web
 from zombied.pod import PodParseError, parse_pod
 from zombied.rules import RuleSet, classify
-from zombied.sim import Simulator
-from zombied.sim.scenario import (
+
+from kubesim import Simulator
+from kubesim.scenario import (
     Owner,
     evicted_pod,
     failed_pod,

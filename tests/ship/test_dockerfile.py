@@ -249,6 +249,15 @@ def test_wheel_contains_the_package_and_its_console_script(wheel: Path) -> None:
 
 
 @pytest.mark.subprocess
+def test_wheel_ships_no_simulator(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    assert not [n for n in names if "kubesim" in n or "/sim/" in n]
+    assert b"kubesim" not in metadata
+
+
+@pytest.mark.subprocess
 def test_console_script_runs_as_in_the_image(wheel: Path, tmp_path: Path) -> None:
     # Install only the wheel, as the runtime stage does; dependencies come from this
     # environment (already pinned by constraints.txt) so the test needs no network.

@@ -23,10 +23,10 @@ import yaml
 from zombied.config import Config, load_config
 from zombied.daemon import Daemon
 from zombied.rules import Rule, RuleSet
-from zombied.sim import Simulator
-from zombied.sim.rbac import rules_from_yaml, service_account_user
-from zombied.sim.scenario import namespace_object
 
+from kubesim import Simulator
+from kubesim.rbac import rules_from_yaml, service_account_user
+from kubesim.scenario import namespace_object
 from tests.helpers import eventually
 
 from .manifests import BASE, NAMESPACED, OVERLAY_NAMESPACES, Obj, container, render

@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from zombied.sim import Simulator
+
+from kubesim import Simulator
 
 
 @pytest.fixture

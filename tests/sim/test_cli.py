@@ -1,4 +1,4 @@
-"""``python -m zombied.sim`` as a process: kubeconfig once listening, signals, options."""
+"""``python -m kubesim`` as a process: kubeconfig once listening, signals, options."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import anyio
 import pytest
 import yaml
 from anyio.abc import Process
-from zombied.sim.__main__ import build_parser, main
 
+from kubesim.__main__ import build_parser, main
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.subprocess
@@ -33,7 +33,7 @@ rules:
 async def start(tmp_path: Path, *args: str) -> tuple[Process, Path]:
     kubeconfig = tmp_path / "kc" / "config"
     process = await anyio.open_process(
-        [sys.executable, "-m", "zombied.sim", "--port", "0", "--kubeconfig", str(kubeconfig), *args]
+        [sys.executable, "-m", "kubesim", "--port", "0", "--kubeconfig", str(kubeconfig), *args]
     )
     await eventually(kubeconfig.exists, timeout=30, message="the kubeconfig to appear")
     return process, kubeconfig

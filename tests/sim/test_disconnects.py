@@ -12,8 +12,8 @@ import anyio
 import pytest
 from anyio.abc import SocketAttribute
 from yarl import URL
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.helpers import eventually
 
 # About 70 MB of LIST or initial watch events: more than loopback socket buffers

@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import anyio.lowlevel
 import pytest
-from zombied.sim.faults import DEFAULT_RETRY_AFTER, Decision, FaultError, Faults
+
+from kubesim.faults import DEFAULT_RETRY_AFTER, Decision, FaultError, Faults
 
 
 def test_no_rules_never_interfere() -> None:

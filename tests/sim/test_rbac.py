@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from zombied.sim.rbac import (
+
+from kubesim.rbac import (
     ADMIN_USER,
     Authorizer,
     PolicyRule,

@@ -8,8 +8,9 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from zombied.sim import Simulator
-from zombied.sim.rbac import PolicyRule
+
+from kubesim import Simulator
+from kubesim.rbac import PolicyRule
 
 
 def pod(name: str, namespace: str = "ns", phase: str = "Failed") -> dict[str, Any]:

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from zombied.sim.scenario import (
+
+from kubesim.scenario import (
     EVICTED_MESSAGE,
     SCENARIOS,
     Cluster,
@@ -18,7 +19,7 @@ from zombied.sim.scenario import (
     shutdown_pod,
     shutdown_status,
 )
-from zombied.sim.store import Store
+from kubesim.store import Store
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 NOW_TEXT = "2026-03-01T12:00:00Z"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from zombied.sim import Simulator
-from zombied.sim.status import ApiError
-from zombied.sim.store import Store
 
+from kubesim import Simulator
+from kubesim.status import ApiError
+from kubesim.store import Store
 from tests.helpers import eventually
 
 

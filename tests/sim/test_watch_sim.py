@@ -11,8 +11,8 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 from zombied.kube import open_api_client
-from zombied.sim import Simulator
 
+from kubesim import Simulator
 from tests.helpers import eventually
 
 

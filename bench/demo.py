@@ -1,4 +1,4 @@
-"""``python -m zombied.sim.demo`` (``make demo``): watch zombied reap a Spot preemption.
+"""``python -m bench.demo`` (``make demo``): watch zombied reap a Spot preemption.
 
 This module owns the guided tour: it serves a simulated cluster in-process (3 nodes,
 30 pods over 3 namespaces, mixed owners), runs ``zombied scan``, starts ``zombied
@@ -31,11 +31,11 @@ from pathlib import Path
 import aiohttp
 import anyio
 import anyio.abc
+import zombied
 from anyio.streams.text import TextReceiveStream
 
-import zombied
-from zombied.sim import Simulator
-from zombied.sim.scenario import PodRef, build_named
+from kubesim import Simulator
+from kubesim.scenario import PodRef, build_named
 
 READY_TIMEOUT = 20.0
 REAP_TIMEOUT = 25.0
@@ -300,7 +300,7 @@ def _print_summary(summary: Summary, min_age: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m zombied.sim.demo",
+        prog="python -m bench.demo",
         description="Preempt a simulated Spot node and watch zombied reap the zombie pods.",
     )
     parser.add_argument("--node", default="node-1", help="node to preempt (default: node-1)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from zombied.sim.status import ApiError, bad_request
+from kubesim.status import ApiError, bad_request
 
 #: Merge keys of the list fields the simulator's kinds carry (from the API's
 #: ``x-kubernetes-patch-merge-key`` annotations).

@@ -4,7 +4,7 @@ This module owns the answers to ``/version``, ``/api``, ``/api/v1``, ``/apis`` a
 the group documents (what kubectl reads to map ``pods`` and ``po`` to a path), and
 the ``meta.k8s.io/v1`` ``Table`` rendering that ``kubectl get`` asks for, and the
 OpenAPI v2 (JSON or protobuf) and v3 documents kubectl reads before ``apply``. It builds
-documents from :data:`zombied.sim.store.RESOURCES`; it never touches the store's
+documents from :data:`kubesim.store.RESOURCES`; it never touches the store's
 objects beyond reading the ones it is given.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from zombied.sim.store import RESOURCES, ResourceType
+from kubesim.store import RESOURCES, ResourceType
 
 JSONDict = dict[str, Any]
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from zombied.sim.selectors import parse_selector
-from zombied.sim.status import bad_request, method_not_allowed, path_not_found
-from zombied.sim.store import RESOURCES, encode
+from kubesim.selectors import parse_selector
+from kubesim.status import bad_request, method_not_allowed, path_not_found
+from kubesim.store import RESOURCES, encode
 
 if TYPE_CHECKING:
-    from zombied.sim import Simulator
+    from kubesim import Simulator
 
 JSONDict = dict[str, Any]
 

@@ -4,7 +4,7 @@ This package owns :class:`Simulator`: an in-process, single-event-loop stand-in 
 kube-apiserver serving pods, nodes, namespaces, events and leases over real HTTP,
 with the semantics zombied depends on (resourceVersions, watch resume and 410,
 bookmarks, selectors, delete preconditions, graceful deletion, RBAC, fault
-injection). It is the only public surface of ``zombied.sim``; it never imports the
+injection). It is the only public surface of ``kubesim``; it never imports the
 daemon's modules, and the daemon never imports it.
 """
 
@@ -26,14 +26,14 @@ import anyio
 import yaml
 from aiohttp import web
 
-from zombied.sim.faults import Faults
-from zombied.sim.rbac import Authorizer, PolicyRule
-from zombied.sim.requestlog import RequestLog, RequestRecord
-from zombied.sim.server import ApiServer
-from zombied.sim.store import DeletedRecord, Store
+from kubesim.faults import Faults
+from kubesim.rbac import Authorizer, PolicyRule
+from kubesim.requestlog import RequestLog, RequestRecord
+from kubesim.server import ApiServer
+from kubesim.store import DeletedRecord, Store
 
 if TYPE_CHECKING:
-    from zombied.sim.scenario import Cluster
+    from kubesim.scenario import Cluster
 
 __all__ = ["DeletedRecord", "PolicyRule", "RequestLog", "RequestRecord", "Simulator", "Store"]
 
@@ -74,7 +74,7 @@ class Simulator:
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._timers: set[asyncio.TimerHandle] = set()
-        from zombied.sim.control import ControlApi  # noqa: PLC0415 - control needs the class
+        from kubesim.control import ControlApi  # noqa: PLC0415 - control needs the class
 
         self.server = ApiServer(
             self.store,
@@ -175,7 +175,7 @@ class Simulator:
         if self._cluster is None:
             import random  # noqa: PLC0415
 
-            from zombied.sim.scenario import Cluster  # noqa: PLC0415
+            from kubesim.scenario import Cluster  # noqa: PLC0415
 
             self._cluster = Cluster(self.store, random.Random(self.seed))
         return self._cluster

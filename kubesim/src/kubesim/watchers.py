@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 import anyio
 from aiohttp import web
 
-from zombied.sim.selectors import Selector
-from zombied.sim.status import status_object
-from zombied.sim.store import ResourceType, Store, Subscription, encode, event_line
+from kubesim.selectors import Selector
+from kubesim.status import status_object
+from kubesim.store import ResourceType, Store, Subscription, encode, event_line
 
 if TYPE_CHECKING:
-    from zombied.sim.faults import Faults
+    from kubesim.faults import Faults
 
 #: Flush the batch to the socket once this many bytes are queued.
 BATCH_BYTES = 256 * 1024

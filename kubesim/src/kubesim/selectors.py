@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zombied.sim.status import ApiError, bad_request
+from kubesim.status import ApiError, bad_request
 
 JSONDict = dict[str, Any]
 

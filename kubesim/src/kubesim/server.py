@@ -2,12 +2,12 @@
 
 This module owns the aiohttp application: it maps a request to (verb, resource,
 namespace, name, subresource) the way the apiserver's RequestInfoResolver does,
-authenticates and authorises it (:mod:`zombied.sim.rbac`), applies injected faults
-(:mod:`zombied.sim.faults`), serves it from the :class:`~zombied.sim.store.Store`
+authenticates and authorises it (:mod:`kubesim.rbac`), applies injected faults
+(:mod:`kubesim.faults`), serves it from the :class:`~kubesim.store.Store`
 and records it in the request log. Every failure becomes a ``kind: Status`` body
 with the apiserver's code, reason and message; no request can crash the server.
 LIST bodies are assembled from each object's cached JSON bytes. It never runs
-background tasks of its own: timers belong to :class:`~zombied.sim.Simulator`.
+background tasks of its own: timers belong to :class:`~kubesim.Simulator`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import anyio
 import yaml
 from aiohttp import web
 
-from zombied.sim import discovery
-from zombied.sim.patch import APPLY_PATCH, PATCH_TYPES, apply_patch
-from zombied.sim.requestlog import RequestLog, RequestRecord
-from zombied.sim.selectors import Selector, parse_selector
-from zombied.sim.status import (
+from kubesim import discovery
+from kubesim.patch import APPLY_PATCH, PATCH_TYPES, apply_patch
+from kubesim.requestlog import RequestLog, RequestRecord
+from kubesim.selectors import Selector, parse_selector
+from kubesim.status import (
     ApiError,
     bad_request,
     forbidden,
@@ -43,7 +43,7 @@ from zombied.sim.status import (
     unauthorized,
     unsupported_media_type,
 )
-from zombied.sim.store import (
+from kubesim.store import (
     RESOURCES,
     ResourceType,
     Store,
@@ -52,11 +52,11 @@ from zombied.sim.store import (
     encode,
     encode_continue,
 )
-from zombied.sim.watchers import DEFAULT_TIMEOUT, WatchRequest, WatchStream, parse_watch_flag
+from kubesim.watchers import DEFAULT_TIMEOUT, WatchRequest, WatchStream, parse_watch_flag
 
 if TYPE_CHECKING:
-    from zombied.sim.faults import Faults
-    from zombied.sim.rbac import Authorizer
+    from kubesim.faults import Faults
+    from kubesim.rbac import Authorizer
 
 JSONDict = dict[str, Any]
 ControlHandler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]

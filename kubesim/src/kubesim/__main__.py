@@ -1,11 +1,9 @@
-"""``python -m zombied.sim``: run the simulated API server as a process.
+"""``python -m kubesim``: run the simulated API server as a process.
 
 This module owns the simulator's command line: start a :class:`Simulator`, load
 RBAC files, faults and a named scenario, write a kubeconfig (atomically, and only
 once the port accepts connections, so a waiting process may use it as soon as it
-appears), then serve until SIGTERM or SIGINT and exit 0. ``zombied sim`` delegates
-here through :func:`main` and :func:`build_parser`. It never touches the
-daemon's modules.
+appears), then serve until SIGTERM or SIGINT and exit 0. It knows nothing of any controller.
 """
 
 from __future__ import annotations
@@ -18,15 +16,15 @@ from pathlib import Path
 
 import anyio
 
-from zombied.sim import Simulator
-from zombied.sim.faults import Faults
-from zombied.sim.rbac import InvalidRbac, PolicyRule, load_rules, service_account_user
-from zombied.sim.scenario import SCENARIOS, build_named
+from kubesim import Simulator
+from kubesim.faults import Faults
+from kubesim.rbac import InvalidRbac, PolicyRule, load_rules, service_account_user
+from kubesim.scenario import SCENARIOS, build_named
 
 SCENARIO_NAMES = ("empty", *SCENARIOS)
 
 
-def build_parser(prog: str = "python -m zombied.sim") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m kubesim") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description=(
@@ -127,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     except ValueError as exc:
-        print(f"zombied.sim: {exc}", file=sys.stderr)
+        print(f"kubesim: {exc}", file=sys.stderr)
         return 2
 
 
@@ -150,7 +148,7 @@ async def _serve(args: argparse.Namespace, rules: list[PolicyRule], user: str) -
                 contexts["restricted"] = sim.add_token(user, rules)
             sim.write_kubeconfig(args.kubeconfig, contexts=contexts)
             print(
-                f"zombied.sim: serving {sim.url} (kubeconfig {args.kubeconfig}, "
+                f"kubesim: serving {sim.url} (kubeconfig {args.kubeconfig}, "
                 f"{sim.store.count('pods')} pods)",
                 file=sys.stderr,
                 flush=True,

@@ -27,8 +27,8 @@ from typing import Any
 
 import anyio
 
-from zombied.sim.selectors import FIELD_LABELS, Selector
-from zombied.sim.status import (
+from kubesim.selectors import FIELD_LABELS, Selector
+from kubesim.status import (
     ApiError,
     already_exists,
     bad_request,

@@ -104,6 +104,25 @@ def outcome_for(status: ApiStatus | None) -> Outcome:
     return Outcome("error", Action.DROP, "pod.delete_failed", code, message=message)
 
 
+def delete_options(pod: PodSnapshot, *, dry_run: bool) -> dict[str, Any]:
+    """The DeleteOptions body of a reap: preconditions, and ``dryRun`` when asked.
+
+    The body is the only place for options: the server ignores query options whenever
+    a body is sent, silently.
+    """
+    preconditions: dict[str, str] = {"uid": pod.uid}
+    if pod.resource_version:
+        preconditions["resourceVersion"] = pod.resource_version
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": preconditions,
+    }
+    if dry_run:
+        body["dryRun"] = ["All"]
+    return body
+
+
 class Leadership:
     """Whether this replica may delete, and the in-flight deletes to stop on loss.
 
@@ -230,16 +249,12 @@ class Reaper:
             return ABANDONED
 
     async def _request(self, pod: PodSnapshot) -> Outcome:
-        args: dict[str, Any] = {}
-        if self.dry_run == "server":
-            args["dry_run"] = "All"
+        # Every option goes in the body: kube-apiserver reads DeleteOptions from the body
+        # alone when there is one, so a `?dryRun=All` beside it would delete for real.
         # The uid guards against a pod recreated under the same name; the resourceVersion
         # against one changed since it was judged (annotated keep, relabelled): the server
         # answers 409 and the watch brings the new state to judge again.
-        preconditions = client.V1Preconditions(
-            uid=pod.uid, resource_version=pod.resource_version or None
-        )
-        body = client.V1DeleteOptions(preconditions=preconditions)
+        body = delete_options(pod, dry_run=self.dry_run == "server")
         started = time.monotonic()
         try:
             response = await self._core.delete_namespaced_pod(
@@ -248,7 +263,6 @@ class Reaper:
                 body=body,
                 _preload_content=False,
                 _request_timeout=aiohttp.ClientTimeout(total=_DELETE_TIMEOUT),
-                **args,
             )
             async with response:
                 await raise_for_status(response)

@@ -142,3 +142,57 @@ async def test_deleting_a_replaced_pod_by_old_uid_leaves_the_replacement(
     assert info.value.status == 409
     assert await exists(core, namespace, "web-0")
     await set_phase(core, namespace, "web-0", "Failed")
+
+
+# DeleteOptions come from the body alone whenever a body is sent; the query is read only
+# when the body is empty. A client that mixes the two loses its query options silently.
+
+
+async def test_dry_run_in_the_query_beside_a_body_deletes_for_real(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    pod = await make_pod(core, namespace, "mixed", phase="Failed")
+    body = {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": {"uid": pod["metadata"]["uid"]},
+    }
+    await delete_raw(core, namespace, "mixed", body=body, dry_run="All")
+    assert not await exists(core, namespace, "mixed")
+
+
+async def test_dry_run_in_the_body_deletes_nothing(core: client.CoreV1Api, namespace: str) -> None:
+    pod = await make_pod(core, namespace, "in-body", phase="Failed")
+    body = {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "dryRun": ["All"],
+        "preconditions": {
+            "uid": pod["metadata"]["uid"],
+            "resourceVersion": pod["metadata"]["resourceVersion"],
+        },
+    }
+    answer = await delete_raw(core, namespace, "in-body", body=body)
+    assert answer["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert await exists(core, namespace, "in-body")
+
+
+async def test_dry_run_in_the_query_without_a_body_deletes_nothing(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    await make_pod(core, namespace, "in-query", phase="Failed")
+    await delete_raw(core, namespace, "in-query", dry_run="All")
+    assert await exists(core, namespace, "in-query")
+
+
+async def test_invalid_dry_run_value_in_the_body_is_invalid(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    await make_pod(core, namespace, "odd", phase="Failed")
+    with pytest.raises(ApiException) as info:
+        await core.delete_namespaced_pod("odd", namespace, body={"dryRun": ["Sometimes"]})
+    assert info.value.status == 422
+    status = status_of(info.value)
+    assert status["reason"] == "Invalid"
+    assert "dryRun" in status["message"]
+    assert await exists(core, namespace, "odd")

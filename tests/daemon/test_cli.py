@@ -238,3 +238,36 @@ def test_the_simulator_is_not_a_command_of_the_controller(
     assert "sim" not in capsys.readouterr().out.split()
     assert main(["sim", "--help"]) == 2
     assert "unknown command 'sim'" in capsys.readouterr().err
+
+
+@pytest.mark.subprocess
+async def test_run_with_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) -> None:
+    names = [f"z{i}" for i in range(3)]
+    for name in names:
+        sim.store.create("pods", zombie(name))
+    async with zombied_run(kubeconfig, "--dry-run=server") as running:
+        await eventually(
+            lambda: sorted(e["pod"] for e in running.events("pod.dry_run")) == names, timeout=30
+        )
+        running.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            assert await running.process.wait() == 0
+    # The server saw every DELETE, and every one of them as a dry run.
+    assert [record.dry_run for record in sim.deleted] == [True] * len(names)
+    assert all(sim.store.get("pods", "team-a", name) is not None for name in names)
+
+
+@pytest.mark.subprocess
+async def test_scan_delete_with_server_dry_run_deletes_nothing(
+    sim: Simulator, kubeconfig: Path
+) -> None:
+    for name in ("a", "b"):
+        sim.store.create("pods", zombie(name))
+    zombied = str(Path(PYTHON).with_name("zombied"))
+    command = [zombied, "scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s"]
+    result = await anyio.run_process([*command, "--delete", "--dry-run=server"], check=False)
+    assert result.returncode == 0, result.stderr
+    assert "dry run 2" in result.stdout.decode()
+    assert [record.dry_run for record in sim.deleted] == [True, True]
+    assert sim.store.get("pods", "team-a", "a") is not None
+    assert sim.store.get("pods", "team-a", "b") is not None

@@ -166,7 +166,7 @@ async def test_client_dry_run_deletes_nothing(sim: Simulator, config: ConfigFact
     assert sorted(e["pod"] for e in dry) == ["z0", "z1", "z2"]
 
 
-async def test_server_dry_run_sends_dry_run_all(sim: Simulator, config: ConfigFactory) -> None:
+async def test_server_dry_run_deletes_nothing(sim: Simulator, config: ConfigFactory) -> None:
     sim.store.create("pods", zombie("z"))
     async with Daemon(config(dry_run=DryRun.SERVER)) as daemon:
         await eventually(lambda: len(sim.deleted) == 1)
@@ -174,7 +174,7 @@ async def test_server_dry_run_sends_dry_run_all(sim: Simulator, config: ConfigFa
     assert sim.deleted[0].dry_run
     assert sim.store.get("pods", "team-a", "z") is not None
     deletes = [parse_qs(r.query) for r in sim.requests if r.verb == "delete"]
-    assert deletes == [{"dryRun": ["All"]}]
+    assert deletes == [{}]
 
 
 async def test_no_zombie_lost_to_faults(sim: Simulator, config: ConfigFactory) -> None:

@@ -91,14 +91,16 @@ async def test_missing_pod_is_gone(sim: Simulator, kubeconfig: Path) -> None:
     assert not outcome.failed
 
 
-async def test_server_dry_run_sends_dry_run_all(sim: Simulator, kubeconfig: Path) -> None:
+async def test_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
     async with open_api_client(str(kubeconfig), None) as api:
         with captured_logs() as logs:
             outcome = await Reaper(api, dry_run="server").delete(snapshot, "node-shutdown")
     assert outcome.outcome == "dry_run"
     assert sim.store.get("pods", "team-a", "dry") is not None
-    assert [q.get("dryRun") for q in delete_queries(sim)] == [["All"]]
+    assert [record.dry_run for record in sim.deleted] == [True]
+    # The option travels in the body: beside a body, a query option would be ignored.
+    assert delete_queries(sim) == [{}]
     assert sim.store.list("events", "team-a") == []
     assert any(e["event"] == "pod.dry_run" and e["mode"] == "server" for e in logs)
 

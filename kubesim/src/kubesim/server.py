@@ -141,6 +141,32 @@ def _decode(raw: bytes, content_type: str) -> Any:
         raise bad_request(f"error decoding body: json parse error: {exc}") from None
 
 
+def _validate_delete_options(options: JSONDict) -> None:
+    """The apiserver's ValidateDeleteOptions: 422 Invalid, naming the field."""
+    kind = "DeleteOptions.meta.k8s.io"
+    policy = options.get("propagationPolicy")
+    if policy is not None and options.get("orphanDependents") is not None:
+        raise invalid_options(
+            kind,
+            "propagationPolicy",
+            f'Invalid value: "{policy}": orphanDependents and deletionPropagation cannot be '
+            "both set",
+        )
+    if policy not in (None, "Orphan", "Background", "Foreground"):
+        raise invalid_options(
+            kind,
+            "propagationPolicy",
+            f'Unsupported value: "{policy}": supported values: "Foreground", "Background", '
+            '"Orphan", "nil"',
+        )
+    dry_run = options.get("dryRun") or []
+    if any(value != "All" for value in dry_run):
+        shown = ", ".join(f'"{value}"' for value in dry_run)
+        raise invalid_options(
+            kind, "dryRun", f'Unsupported value: []string{{{shown}}}: supported values: "All"'
+        )
+
+
 def _parse_rv(raw: str) -> int:
     try:
         value = int(raw)
@@ -682,35 +708,52 @@ class ApiServer:
         updated = self.store.update(rt.name, result)
         return _json_response(updated)
 
-    async def _delete(
-        self, request: web.Request, info: RequestInfo, target: Target
-    ) -> web.Response:
-        options: JSONDict = {}
+    async def _delete_options(self, request: web.Request) -> JSONDict:
+        """DeleteOptions as kube-apiserver reads them: from the body whenever there is one.
+
+        The query is decoded only when the body is empty; next to a body, query options
+        (``dryRun``, ``gracePeriodSeconds``, ``propagationPolicy``, ``orphanDependents``)
+        are ignored without a word. A client that sends ``?dryRun=All`` beside a
+        preconditions body deletes for real, here as on the real server.
+        """
         raw = await request.read()
-        if raw.strip():
+        if raw:
             content_type = request.content_type or JSON_TYPE
             if content_type not in (JSON_TYPE, "application/yaml", "application/octet-stream"):
                 raise unsupported_media_type(BODY_TYPES)
             parsed = _decode(raw, content_type)
             if not isinstance(parsed, dict):
                 raise bad_request("the body of a DELETE must be a DeleteOptions object")
-            options = parsed
-        query = request.query
-        grace = _query_int(query, "gracePeriodSeconds")
-        if grace is None and options.get("gracePeriodSeconds") is not None:
-            grace_value = options["gracePeriodSeconds"]
-            if not isinstance(grace_value, int):
+            options: JSONDict = parsed
+            grace = options.get("gracePeriodSeconds")
+            if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
                 raise bad_request("gracePeriodSeconds must be an integer")
-            grace = grace_value
-        policy = query.get("propagationPolicy") or options.get("propagationPolicy")
-        if policy not in (None, "Orphan", "Background", "Foreground"):
-            raise invalid_options(
-                "DeleteOptions.meta.k8s.io",
-                "propagationPolicy",
-                f'Unsupported value: "{policy}": supported values: "Foreground", "Background", '
-                '"Orphan", "nil"',
-            )
-        dry_run = self._dry_run(request) or options.get("dryRun") == ["All"]
+            dry_run = options.get("dryRun")
+            if dry_run is not None and not (
+                isinstance(dry_run, list) and all(isinstance(v, str) for v in dry_run)
+            ):
+                raise bad_request("dryRun must be a list of strings")
+        else:
+            query = request.query
+            options = {}
+            grace = _query_int(query, "gracePeriodSeconds")
+            if grace is not None:
+                options["gracePeriodSeconds"] = grace
+            if "propagationPolicy" in query:
+                options["propagationPolicy"] = query["propagationPolicy"]
+            if "orphanDependents" in query:
+                options["orphanDependents"] = query["orphanDependents"] == "true"
+            if "dryRun" in query:
+                options["dryRun"] = query.getall("dryRun")
+        _validate_delete_options(options)
+        return options
+
+    async def _delete(
+        self, request: web.Request, info: RequestInfo, target: Target
+    ) -> web.Response:
+        options = await self._delete_options(request)
+        grace = options.get("gracePeriodSeconds")
+        dry_run = bool(options.get("dryRun"))
         pre = options.get("preconditions") or {}
         if not isinstance(pre, dict):
             raise bad_request("preconditions must be an object")

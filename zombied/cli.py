@@ -1,4 +1,4 @@
-"""The ``zombied`` command line: ``run``, ``scan`` and ``version``.
+"""The ``zombied`` command line: ``run``, ``scan``, ``explain`` and ``version``.
 
 This module owns the process boundary: it picks the sub-command, turns arguments and
 environment into a `Config` (through :mod:`zombied.config`, the single table of
@@ -6,9 +6,11 @@ options), sets up logging and runs the event loop. Every configuration problem, 
 broken kubeconfig included, ends as one line ``zombied: error: <message>`` on stderr
 and exit code 2, never a traceback. It must never contain controller logic.
 
-Exit codes: 0 success (``run`` after a clean drain on SIGTERM/SIGINT), 1 ``scan``
-could not list pods (one line naming the cause, e.g. the missing RBAC rule) or ``scan
---delete`` had at least one failed delete, 2 invalid configuration, 128 + signal
+Exit codes: 0 success (``run`` after a clean drain on SIGTERM/SIGINT; ``explain`` read
+and explained the pod, whatever the verdict), 1 ``scan`` could not list pods (one line
+naming the cause, e.g. the missing RBAC rule), ``scan --delete`` had at least one
+failed delete, or ``explain`` could not read the pod (not found included), 2 invalid
+configuration or usage, 128 + signal
 number (143 for SIGTERM, 130 for SIGINT) when a second signal interrupts the drain.
 """
 
@@ -33,13 +35,14 @@ MAX_ERROR_CHARS = 400
 COMMANDS = {
     "run": "watch the cluster and delete zombie pods as they become due",
     "scan": "list the zombie pods once (and with --delete, delete them once)",
+    "explain": "explain rule by rule whether and when zombied would delete one pod",
     "version": "print the versions of zombied and kubernetes_asyncio",
 }
 
 
 def usage() -> str:
     """The top-level help text."""
-    lines = ["usage: zombied {run,scan,version} [options]", "", "commands:"]
+    lines = ["usage: zombied {" + ",".join(COMMANDS) + "} [options]", "", "commands:"]
     lines.extend(f"  {name:<9}{text}" for name, text in COMMANDS.items())
     lines.append("")
     lines.append("Run 'zombied COMMAND --help' for the options of a command.")
@@ -65,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(command, rest, os.environ)
     except ConfigError as exc:
         return _fail(str(exc))
-    # scan prints its report on stdout: its logs must not interleave with it.
+    # scan and explain print their report on stdout: logs must not interleave with it.
     configure_logging(
         config.log_format, config.log_level, sys.stdout if command == "run" else sys.stderr
     )
@@ -74,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from zombied.daemon import serve  # noqa: PLC0415
 
             return anyio.run(serve, config, backend="asyncio")
+        if command == "explain":
+            from zombied.explain import run_explain  # noqa: PLC0415
+
+            return anyio.run(run_explain, config, backend="asyncio")
         from zombied.scan import scan  # noqa: PLC0415
 
         return anyio.run(scan, config, backend="asyncio")

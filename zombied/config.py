@@ -18,7 +18,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -26,7 +26,18 @@ from typing import Any, Final, NoReturn
 import yaml
 
 from zombied.errors import ConfigError
-from zombied.rules import DEFAULT_MIN_AGE, RULE_NAMES, Rule, RuleSet
+from zombied.rules import (
+    BUILTIN_RULES,
+    DEFAULT_MIN_AGE,
+    DEFAULT_RULES,
+    OWN_MIN_AGES,
+    PHASES,
+    RULE_NAMES,
+    Pattern,
+    Rule,
+    RuleSet,
+)
+from zombied.selector import LabelSelector
 
 __all__ = [
     "COMMANDS",
@@ -42,7 +53,7 @@ __all__ = [
     "parse_label_selector",
 ]
 
-COMMANDS: Final = ("run", "scan")
+COMMANDS: Final = ("run", "scan", "explain")
 ENV_PREFIX: Final = "ZOMBIED_"
 
 
@@ -56,35 +67,40 @@ class DryRun(StrEnum):
 
 @dataclass(frozen=True)
 class Config:
-    """The resolved, validated configuration of one ``zombied`` command."""
+    """The resolved, validated configuration of one ``zombied`` command.
 
-    command: str = "run"
-    kubeconfig: str | None = None
-    context: str | None = None
-    namespaces: tuple[str, ...] = ()  # empty: every namespace
-    exclude_namespaces: tuple[str, ...] = ()
-    label_selector: str = ""
-    rules: RuleSet = field(default_factory=RuleSet)
-    qps: float = 5.0
-    burst: int = 10
-    max_in_flight: int = 4
-    dry_run: DryRun = DryRun.OFF
-    listen_host: str = "0.0.0.0"  # noqa: S104 - probes and metrics must be reachable in the pod
-    listen_port: int = 8080
-    drain_timeout: float = 20.0
-    log_format: str = "auto"
-    log_level: str = "info"
-    leader_elect: bool = False
-    lease_name: str = "zombied"
-    lease_namespace: str | None = None  # None: the pod's own namespace, else "default"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    watch_timeout_min: float = 300.0
-    watch_timeout_max: float = 600.0
-    output: str = "table"
-    delete: bool = False
-    config_file: str | None = None
+    There are no defaults here: `load_config` fills every field from the option
+    table, the one place a default is written.
+    """
+
+    command: str
+    config_file: str | None
+    target: tuple[str, str] | None  # explain's NAMESPACE/POD
+    kubeconfig: str | None
+    context: str | None
+    namespaces: tuple[str, ...]  # empty: every namespace
+    exclude_namespaces: tuple[str, ...]
+    label_selector: str
+    rules: RuleSet
+    qps: float
+    burst: int
+    max_in_flight: int
+    dry_run: DryRun
+    listen_host: str
+    listen_port: int
+    drain_timeout: float
+    log_format: str
+    log_level: str
+    leader_elect: bool
+    lease_name: str
+    lease_namespace: str | None  # None: the pod's own namespace, else "default"
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    watch_timeout_min: float
+    watch_timeout_max: float
+    output: str
+    delete: bool
 
 
 # -- value parsers: str -> value, raising ValueError with the text after "--flag: " ----
@@ -93,7 +109,6 @@ _DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|h|m|s)")
 _DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_LABEL_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _KIND: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
 _TRUE: Final = frozenset({"true", "1", "yes", "on"})
 _FALSE: Final = frozenset({"false", "0", "no", "off"})
@@ -245,16 +260,27 @@ def _dns_subdomain(text: str) -> str:
 
 
 RuleSpec = tuple[tuple[str, float | None], ...]
+_RULE_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _rule_name(name: object) -> str:
+    if not isinstance(name, str) or not _RULE_NAME.fullmatch(name):
+        raise ValueError(
+            f"rule names are lowercase letters, digits and '-' (like node-shutdown), got {name!r}"
+        )
+    return name
 
 
 def _rules(text: str) -> RuleSpec:
-    """``node-shutdown,evicted=10m``: rule names, each with an optional own min age."""
+    """``node-shutdown,evicted=10m``: rules enabled by name, each with an optional min age.
+
+    Built-in names and the names of rules defined in the ``--config`` file are both
+    accepted; which of them exist is checked once the file is read.
+    """
     specs: list[tuple[str, float | None]] = []
     for item in _split(text):
         name, sep, age = item.partition("=")
-        name = name.strip()
-        if name not in RULE_NAMES:
-            raise ValueError(f"unknown rule {name!r} (known: {', '.join(RULE_NAMES)})")
+        name = _rule_name(name.strip())
         if any(name == seen for seen, _ in specs):
             raise ValueError(f"rule {name!r} listed twice")
         min_age = parse_duration(age) if sep else None
@@ -262,6 +288,13 @@ def _rules(text: str) -> RuleSpec:
     if not specs:
         raise ValueError("must name at least one rule")
     return tuple(specs)
+
+
+def _target(text: str) -> tuple[str, str]:
+    namespace, sep, name = text.strip().partition("/")
+    if not sep or not _DNS_LABEL.fullmatch(namespace) or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise ValueError(f"must be NAMESPACE/POD, like team-a/web-0, got {text!r}")
+    return namespace, name
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -287,91 +320,22 @@ def _listen(text: str) -> tuple[str, int]:
 
 
 def parse_label_selector(text: str) -> str:
-    """Validate a label selector (=, ==, !=, in, notin, exists, !exists); return it stripped."""
+    """Validate a label selector with the API server's grammar; return it stripped."""
     value = text.strip()
-    if not value:
-        return ""
-    for requirement in _split_requirements(value):
-        _check_requirement(requirement)
-    return value
-
-
-def _split_requirements(selector: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    current: list[str] = []
-    for char in selector:
-        if char == "(":
-            depth += 1
-            if depth > 1:
-                raise ValueError(f"nested parentheses in {selector!r}")
-        elif char == ")":
-            depth -= 1
-            if depth < 0:
-                raise ValueError(f"unbalanced ')' in {selector!r}")
-        if char == "," and depth == 0:
-            parts.append("".join(current).strip())
-            current = []
-        else:
-            current.append(char)
-    if depth:
-        raise ValueError(f"unbalanced '(' in {selector!r}")
-    parts.append("".join(current).strip())
-    if any(not part for part in parts):
-        raise ValueError(f"empty requirement in {selector!r}")
-    return parts
-
-
-_SET_REQUIREMENT: Final = re.compile(r"(\S+)\s+(in|notin)\s*\((.*)\)")
-_EQUALITY_REQUIREMENT: Final = re.compile(r"([^=!\s]+)\s*(==|!=|=)\s*(.*)")
-
-
-def _check_requirement(requirement: str) -> None:
-    if match := _SET_REQUIREMENT.fullmatch(requirement):
-        key, _, values = match.groups()
-        _check_label_key(key)
-        items = [item.strip() for item in values.split(",")]
-        if not any(items):
-            raise ValueError(f"{requirement!r} needs at least one value")
-        for item in items:
-            _check_label_value(item)
-        return
-    if match := _EQUALITY_REQUIREMENT.fullmatch(requirement):
-        key, _, item = match.groups()
-        _check_label_key(key)
-        _check_label_value(item.strip())
-        return
-    key = requirement[1:].strip() if requirement.startswith("!") else requirement
-    if any(c in key for c in "=!()") or any(c.isspace() for c in key):
-        raise ValueError(f"cannot parse requirement {requirement!r}")
-    _check_label_key(key)
-
-
-def _check_label_key(key: str) -> None:
-    prefix, sep, name = key.rpartition("/")
-    if sep and not (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)):
-        raise ValueError(f"invalid label key prefix in {key!r}")
-    if not _LABEL_NAME.fullmatch(name):
-        raise ValueError(f"invalid label key {key!r}")
-
-
-def _check_label_value(value: str) -> None:
-    if value and not _LABEL_NAME.fullmatch(value):
-        raise ValueError(f"invalid label value {value!r}")
-
-
-def _label_selector(text: str) -> str:
     try:
-        return parse_label_selector(text)
+        LabelSelector.parse(value)
     except ValueError as exc:
         raise ValueError(f"invalid label selector: {exc}") from None
+    return value
 
 
 # -- the table -------------------------------------------------------------------------
 
-_BOTH: Final = frozenset(COMMANDS)
+_ALL: Final = frozenset(COMMANDS)
 _RUN: Final = frozenset({"run"})
 _SCAN: Final = frozenset({"scan"})
+_DELETING: Final = frozenset({"run", "scan"})
+_REPORTING: Final = frozenset({"scan", "explain"})
 
 
 @dataclass(frozen=True)
@@ -382,11 +346,12 @@ class Option:
     parse: Callable[[str], Any]
     default: Any
     help: str
-    commands: frozenset[str] = _BOTH
+    commands: frozenset[str] = _ALL
     metavar: str | None = None
     default_text: str | None = None  # how the default reads in --help and the README
     # A flag given without a value means this; None means a value is required.
     const: str | None = None
+    short: str | None = None  # a one-letter alias, kubectl's where there is one
 
     @property
     def flag(self) -> str:
@@ -448,27 +413,29 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "label_selector",
-        _label_selector,
+        parse_label_selector,
         "",
-        "only pods matching this label selector (=, ==, !=, in, notin, exists, !exists)",
+        "only pods matching this label selector, in the API server's syntax "
+        "(a=b, a!=b, a in (x,y), a notin (x), a, !a, a>1, a<1)",
         metavar="SELECTOR",
         default_text="all pods",
     ),
     Option(
         "rules",
         _rules,
-        (("node-shutdown", None),),
-        f"comma-separated rules ({', '.join(RULE_NAMES)}); NAME=DURATION gives a rule "
-        "its own min age",
+        tuple((name, None) for name in DEFAULT_RULES),
+        f"comma-separated rules to enable: built-in ({', '.join(RULE_NAMES)}) or defined "
+        "in the --config file; NAME=DURATION gives a rule its own min age",
         metavar="RULE[=AGE],...",
-        default_text="node-shutdown",
+        default_text=",".join(DEFAULT_RULES),
     ),
     Option(
         "min_age",
         parse_duration,
         DEFAULT_MIN_AGE,
         "how long a pod must have been terminal before it is deleted, for rules "
-        "without their own min age (500ms, 30s, 5m, 1h30m or seconds)",
+        "without their own min age (500ms, 30s, 5m, 1h30m or seconds); "
+        + ", ".join(f"{name} has {format_duration(age)}" for name, age in OWN_MIN_AGES.items()),
         metavar="DURATION",
         default_text=format_duration(DEFAULT_MIN_AGE),
     ),
@@ -485,14 +452,18 @@ OPTIONS: Final[tuple[Option, ...]] = (
         _positive_float,
         5.0,
         "DELETE requests per second (token bucket rate)",
+        _DELETING,
         default_text="5",
     ),
-    Option("burst", _positive_int, 10, "DELETE requests allowed back to back (bucket size)"),
+    Option(
+        "burst", _positive_int, 10, "DELETE requests allowed back to back (bucket size)", _DELETING
+    ),
     Option(
         "max_in_flight",
         _positive_int,
         4,
         "concurrent DELETE requests (delete workers)",
+        _DELETING,
         metavar="N",
     ),
     Option(
@@ -598,8 +569,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
         _choice("table", "json"),
         "table",
         "report format",
-        _SCAN,
+        _REPORTING,
         metavar="table|json",
+        short="-o",
     ),
     Option(
         "delete",
@@ -664,8 +636,11 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         allow_abbrev=False,
         exit_on_error=False,
         epilog="Every option can also be set with its environment variable or in the "
-        "--config file. Precedence: flag > environment > file > default.",
+        "--config file. Precedence: flag > environment > file > default; an invalid value "
+        "is an error wherever it is, even where another source overrides it.",
     )
+    if command == "explain":
+        parser.add_argument("target", metavar="NAMESPACE/POD", help="the pod to explain")
     for option in options_for(command):
         kwargs: dict[str, Any] = {
             "dest": option.name,
@@ -674,7 +649,8 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         }
         if option.const is not None:
             kwargs.update(nargs="?", const=option.const)
-        parser.add_argument(option.flag, **kwargs)
+        flags = (option.short, option.flag) if option.short else (option.flag,)
+        parser.add_argument(*flags, **kwargs)
     return parser
 
 
@@ -682,6 +658,8 @@ _DESCRIPTIONS: Final = {
     "run": "Watch the cluster and delete zombie pods (left Failed or Succeeded by a node "
     "shutdown) as soon as they become due.",
     "scan": "List the zombie pods once; with --delete, delete them once.",
+    "explain": "Read one pod and explain, rule by rule, whether zombied would delete it, "
+    "when, and what stops it. Deletes nothing.",
 }
 
 
@@ -689,7 +667,12 @@ _DESCRIPTIONS: Final = {
 
 
 def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -> Config:
-    """Resolve the configuration of ``zombied COMMAND`` from flags, env, file, defaults."""
+    """Resolve the configuration of ``zombied COMMAND`` from flags, env, file, defaults.
+
+    Every value given is parsed, whichever source wins: a broken environment variable
+    is an error even when a flag overrides it (and a file value even when the
+    environment does), so a mistake never waits for the day the override goes away.
+    """
     parser = build_parser(command)
     try:
         namespace = parser.parse_args(list(argv))
@@ -697,25 +680,40 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
         raise ConfigError(_rephrase(str(exc), parser.prog)) from None
     flags: dict[str, str] = vars(namespace)
 
-    values: dict[str, Any] = {}
     config_file = flags.get("config", environ.get(_BY_NAME["config"].env))
     file_values: dict[str, Any] = {}
+    rule_defs: tuple[_RuleDef, ...] = ()
     if config_file is not None:
-        file_values = _load_file(config_file, command)
+        file_values, rule_defs = _load_file(config_file)
+    # Every environment value is checked, for every command: one Deployment's
+    # environment may serve several commands, and a typo must not lie in wait.
+    env_values = {
+        option.name: _parse(option, environ[option.env], f"{option.flag} (from {option.env})")
+        for option in OPTIONS
+        if option.name != "config" and option.env in environ
+    }
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     for option in options_for(command):
-        if option.name == "config":
-            continue
-        if option.name in flags:
+        if option.name in flags and option.name != "config":
             values[option.name] = _parse(option, flags[option.name], option.flag)
-        elif option.env in environ:
-            values[option.name] = _parse(
-                option, environ[option.env], f"{option.flag} (from {option.env})"
-            )
+            origins[option.name] = option.flag
+        elif option.name in env_values:
+            values[option.name] = env_values[option.name]
+            origins[option.name] = f"{option.flag} (from {option.env})"
         elif option.name in file_values:
             values[option.name] = file_values[option.name]
+            origins[option.name] = f"--config {config_file}"
         else:
             values[option.name] = option.default
-    return _build(command, values, config_file)
+    if command == "explain":
+        try:
+            values["target"] = _target(flags["target"])
+        except ValueError as exc:
+            raise ConfigError(f"zombied explain: {exc}") from None
+    values["rules"] = _rule_set(values, origins, rule_defs, config_file)
+    values["config_file"] = config_file
+    return _build(command, values)
 
 
 def _parse(option: Option, text: str, origin: str) -> Any:
@@ -725,9 +723,44 @@ def _parse(option: Option, text: str, origin: str) -> Any:
         raise ConfigError(f"{origin}: {exc}") from None
 
 
-def _build(command: str, values: Mapping[str, Any], config_file: str | None) -> Config:
+def _rule_set(
+    values: Mapping[str, Any],
+    origins: Mapping[str, str],
+    defined: Sequence[_RuleDef],
+    config_file: str | None,
+) -> RuleSet:
+    """The enabled rules: named by --rules, else listed in the file, else the defaults."""
+    by_name = {rule.name: rule for rule in defined}
+    min_age: float = values["min_age"]
+    enabled: RuleSpec
+    if "rules" in origins and not origins["rules"].startswith("--config"):
+        enabled, origin = values["rules"], origins["rules"]
+    elif defined:
+        enabled, origin = tuple((rule.name, None) for rule in defined), f"--config {config_file}"
+    else:
+        enabled, origin = values["rules"], "--rules"
+    rules: list[Rule] = []
+    for name, given in enabled:
+        definition = by_name.get(name)
+        if definition is None and name not in BUILTIN_RULES:
+            where = f"; the file defines {', '.join(by_name)}" if by_name else ""
+            raise ConfigError(
+                f"{origin}: unknown rule {name!r}: a built-in ({', '.join(RULE_NAMES)}) or a "
+                f"rule with reasons in the --config file's rules{where}"
+            )
+        age = given if given is not None else definition.min_age if definition else None
+        if age is None:
+            age = OWN_MIN_AGES.get(name, min_age)
+        rules.append(Rule(name, age, definition.pattern if definition else None))
+    return RuleSet(tuple(rules), frozenset(values["exclude_owner_kinds"]))
+
+
+_DERIVED: Final = frozenset({"listen", "watch_timeout", "min_age", "exclude_owner_kinds"})
+
+
+def _build(command: str, values: Mapping[str, Any]) -> Config:
     def get(name: str) -> Any:
-        # Options of the other command are absent: they read as the table's default.
+        # Options of other commands are absent: they read as the table's default.
         return values[name] if name in values else _BY_NAME[name].default
 
     namespaces: tuple[str, ...] = get("namespaces")
@@ -738,42 +771,24 @@ def _build(command: str, values: Mapping[str, Any], config_file: str | None) -> 
             f"--exclude-namespaces: {overlap[0]!r} is also listed in --namespaces; "
             "name it in only one of them"
         )
-    min_age: float = get("min_age")
-    rule_specs: RuleSpec = get("rules")
-    rules = RuleSet(
-        rules=tuple(Rule(name, min_age if age is None else age) for name, age in rule_specs),
-        exclude_owner_kinds=frozenset(get("exclude_owner_kinds")),
-    )
     host, port = get("listen")
     watch_timeout: float = get("watch_timeout")
+    # Options named like a field fill it as they are; the rest are derived below.
+    fields = {
+        option.name: get(option.name)
+        for option in OPTIONS
+        if option.name not in _DERIVED and option.name not in ("config", "rules")
+    }
     config = Config(
         command=command,
-        kubeconfig=get("kubeconfig"),
-        context=get("context"),
-        namespaces=namespaces,
-        exclude_namespaces=excluded,
-        label_selector=get("label_selector"),
-        rules=rules,
-        qps=get("qps"),
-        burst=get("burst"),
-        max_in_flight=get("max_in_flight"),
-        dry_run=get("dry_run"),
+        config_file=values["config_file"],
+        target=values.get("target"),
+        rules=values["rules"],
         listen_host=host,
         listen_port=port,
-        drain_timeout=get("drain_timeout"),
-        log_format=get("log_format"),
-        log_level=get("log_level"),
-        leader_elect=get("leader_elect"),
-        lease_name=get("lease_name"),
-        lease_namespace=get("lease_namespace"),
-        lease_duration=get("lease_duration"),
-        renew_deadline=get("renew_deadline"),
-        retry_period=get("retry_period"),
         watch_timeout_min=watch_timeout,
         watch_timeout_max=2 * watch_timeout,
-        output=get("output"),
-        delete=get("delete"),
-        config_file=config_file,
+        **fields,
     )
     if command == "run":
         _check_lease_timing(config)
@@ -799,10 +814,18 @@ def _check_lease_timing(config: Config) -> None:
 
 # -- the YAML file ---------------------------------------------------------------------
 
-_RULE_AGE_KEYS: Final = ("minAge", "min_age", "min-age")
+
+@dataclass(frozen=True)
+class _RuleDef:
+    """A rule as the file lists it: a built-in by name, or one of the operator's own."""
+
+    name: str
+    min_age: float | None
+    pattern: Pattern | None
 
 
-def _load_file(path: str, command: str) -> dict[str, Any]:
+def _load_file(path: str) -> tuple[dict[str, Any], tuple[_RuleDef, ...]]:
+    """Every option the file sets, parsed, and its rules; options of every command."""
     where = f"--config {path}"
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -822,6 +845,7 @@ def _load_file(path: str, command: str) -> dict[str, Any]:
             f"{where}: line {root.start_mark.line + 1}: must be a mapping of option names to values"
         )
     values: dict[str, Any] = {}
+    rules: tuple[_RuleDef, ...] = ()
     seen: dict[str, int] = {}
     for key_node, value_node in root.value:
         line = key_node.start_mark.line + 1
@@ -836,19 +860,17 @@ def _load_file(path: str, command: str) -> dict[str, Any]:
         if name in seen:
             raise ConfigError(f"{prefix}: {key!r} is already set on line {seen[name]}")
         seen[name] = line
-        if command not in option.commands:
-            continue  # one file can serve both `run` and `scan`
+        if name == "rules":
+            rules = _file_rules(value_node, where)
+            continue
         raw = _construct(value_node, where)
         if raw is None:
             continue  # `key:` with no value leaves the default
         try:
-            if name == "rules":
-                values[name] = _file_rules(raw)
-            else:
-                values[name] = option.parse(_as_text(raw, option))
+            values[name] = option.parse(_as_text(raw, option))
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{prefix}: {key}: {exc}") from None
-    return values
+    return values, rules
 
 
 def _construct(node: yaml.Node, where: str) -> object:
@@ -901,55 +923,108 @@ def _yaml_type(value: object) -> str:
     return type(value).__name__
 
 
-def _file_rules(value: object) -> RuleSpec:
-    """Rules in the file: a string, a list of names or of {name, minAge}, or a mapping."""
-    if isinstance(value, str):
-        return _rules(value)
-    items: list[tuple[object, object]] = []
-    if isinstance(value, list):
-        for entry in value:
-            if isinstance(entry, str):
-                items.append((entry, None))
-            elif isinstance(entry, dict):
-                extra = set(entry) - {"name", *_RULE_AGE_KEYS}
-                if extra:
-                    raise ValueError(f"unknown key {sorted(map(str, extra))[0]!r} in a rule")
-                if "name" not in entry:
-                    raise ValueError("every rule needs a name")
-                items.append((entry["name"], _rule_age(entry)))
-            else:
-                raise TypeError(f"each rule must be a name or a mapping, got {_yaml_type(entry)}")
-    elif isinstance(value, dict):
-        for name, setting in value.items():
-            if isinstance(setting, dict):
-                extra = set(setting) - set(_RULE_AGE_KEYS)
-                if extra:
-                    raise ValueError(f"unknown key {sorted(map(str, extra))[0]!r} in rule {name!r}")
-                items.append((name, _rule_age(setting)))
-            else:
-                items.append((name, setting))
-    else:
-        raise TypeError(f"must be a list or mapping of rules, got {_yaml_type(value)}")
-    specs: list[str] = []
-    for name, age in items:
-        if not isinstance(name, str):
-            raise TypeError(f"rule names must be strings, got {_yaml_type(name)}")
-        if "=" in name or "," in name:
-            raise ValueError(f"unknown rule {name!r} (known: {', '.join(RULE_NAMES)})")
-        if age is None:
-            specs.append(name)
-        elif isinstance(age, str | int | float) and not isinstance(age, bool):
-            specs.append(f"{name}={age}")
-        else:
-            raise ValueError(f"min age of rule {name!r} must be a duration, got {_yaml_type(age)}")
-    return _rules(",".join(specs))
+_RULE_KEYS: Final = ("name", "minAge", "phases", "reasons", "message", "ownerKinds")
 
 
-def _rule_age(entry: Mapping[object, object]) -> object:
-    ages = [entry[key] for key in _RULE_AGE_KEYS if key in entry]
-    if len(ages) > 1:
-        raise ValueError("a rule's min age is given twice")
-    return ages[0] if ages else None
+def _file_rules(node: yaml.Node, where: str) -> tuple[_RuleDef, ...]:
+    """``rules:``, a list of ``{name, minAge}`` (built-in) or ``{name, phases, reasons,
+    message, ownerKinds, minAge}`` (the operator's own); errors name the rule and field."""
+    if not isinstance(node, yaml.SequenceNode):
+        raise ConfigError(
+            f"{where}: line {node.start_mark.line + 1}: rules: must be a list of rules, "
+            "each a mapping with a name"
+        )
+    rules: list[_RuleDef] = []
+    lines: dict[str, int] = {}
+    for item in node.value:
+        line = item.start_mark.line + 1
+        entry = _construct(item, where)
+        prefix = f"{where}: line {line}: rules"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{prefix}: each rule must be a mapping with a name")
+        try:
+            name = _rule_name(entry.get("name"))
+        except ValueError as exc:
+            raise ConfigError(f"{prefix}: name: {exc}") from None
+        prefix = f"{prefix}: rule {name!r}"
+        if name in lines:
+            raise ConfigError(f"{prefix}: name: already defined on line {lines[name]}")
+        lines[name] = line
+        try:
+            rules.append(_file_rule(name, entry))
+        except _FieldError as exc:
+            raise ConfigError(f"{prefix}: {exc.field}: {exc}") from None
+    return tuple(rules)
+
+
+class _FieldError(ValueError):
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field_name
+
+
+def _file_rule(name: str, entry: Mapping[object, object]) -> _RuleDef:
+    for key in entry:
+        if key not in _RULE_KEYS:
+            raise _FieldError(str(key), f"unknown field (rules take {', '.join(_RULE_KEYS)})")
+    min_age: float | None = None
+    if entry.get("minAge") is not None:
+        age = entry["minAge"]
+        if isinstance(age, bool) or not isinstance(age, str | int | float):
+            raise _FieldError("minAge", f"must be a duration like 10m, got {_yaml_type(age)}")
+        try:
+            min_age = parse_duration(str(age))
+        except ValueError as exc:
+            raise _FieldError("minAge", str(exc)) from None
+    pattern_keys = [key for key in _RULE_KEYS[2:] if key in entry]
+    if "reasons" not in entry:
+        if name not in BUILTIN_RULES:
+            raise _FieldError(
+                "reasons",
+                f"a rule of your own needs reasons (built-in rules: {', '.join(RULE_NAMES)})",
+            )
+        if pattern_keys:
+            raise _FieldError(pattern_keys[0], "a built-in rule takes only minAge")
+        return _RuleDef(name, min_age, None)
+    if name in BUILTIN_RULES:
+        raise _FieldError("name", "is a built-in rule; give your own rule another name")
+    phases = _string_list(entry, "phases", required=True)
+    unknown = [phase for phase in phases if phase not in PHASES]
+    if unknown:
+        raise _FieldError("phases", f"unknown phase {unknown[0]!r} (known: {', '.join(PHASES)})")
+    reasons = _string_list(entry, "reasons", required=True)
+    message = entry.get("message")
+    compiled: re.Pattern[str] | None = None
+    if message is not None:
+        if not isinstance(message, str) or not message:
+            raise _FieldError("message", "must be a regular expression (a non-empty string)")
+        try:
+            compiled = re.compile(message)
+        except re.error as exc:
+            raise _FieldError("message", f"not a valid regular expression: {exc}") from None
+    kinds = _string_list(entry, "ownerKinds", required=False)
+    for kind in kinds:
+        if not _KIND.fullmatch(kind):
+            raise _FieldError("ownerKinds", f"{kind!r} is not a valid kind")
+    try:
+        pattern = Pattern(frozenset(phases), frozenset(reasons), None, compiled, frozenset(kinds))
+    except ValueError as exc:
+        field_name, _, text = str(exc).partition(": ")
+        raise _FieldError(field_name, text) from None
+    return _RuleDef(name, min_age, pattern)
+
+
+def _string_list(entry: Mapping[object, object], key: str, *, required: bool) -> list[str]:
+    value = entry.get(key)
+    if value is None:
+        if required:
+            raise _FieldError(key, "is required: a list of strings")
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _FieldError(key, f"must be a list of non-empty strings, got {_yaml_type(value)}")
+    if required and not value:
+        raise _FieldError(key, "must not be empty")
+    return list(value)
 
 
 # -- documentation ---------------------------------------------------------------------

@@ -12,10 +12,9 @@ does I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from typing import Final
 
 KEEP_ANNOTATION: Final = "zombied.io/keep"
@@ -27,41 +26,6 @@ _MAX_NAME: Final = 253
 _MAX_UID: Final = 128
 _MAX_REASON: Final = 256
 _MAX_MESSAGE: Final = 1024
-_MAX_LABELS: Final = 256
-_MAX_LABEL_TEXT: Final = 1024
-
-
-_RFC3339: Final = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
-    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
-)
-
-
-class Labels(Mapping[str, str]):
-    """A read-only, hashable string mapping (a pod's labels)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: Mapping[str, str] | None = None) -> None:
-        self._items: dict[str, str] = dict(items or {})
-
-    def __getitem__(self, key: str) -> str:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._items.items()))
-
-    def __repr__(self) -> str:
-        return f"Labels({self._items!r})"
-
-
-_EMPTY_LABELS: Final = Labels()
 
 
 class PodParseError(ValueError):
@@ -89,8 +53,6 @@ class PodSnapshot:
     deleting: bool = False
     keep: bool = False
     terminated_at: datetime | None = None
-    disruption_target: bool = False
-    labels: Mapping[str, str] = _EMPTY_LABELS
 
     @property
     def key(self) -> str:
@@ -111,36 +73,15 @@ class PodSnapshot:
 def parse_time(value: object) -> datetime | None:
     """Parse an RFC 3339 timestamp into an aware UTC datetime; None when invalid.
 
-    Accepts ``Z`` or a numeric offset and any number of fractional digits (the API
-    server uses nanoseconds in some fields; sub-microsecond digits are dropped).
+    `datetime.fromisoformat` reads ``Z``, offsets and nanosecond fractions (cut to
+    microseconds). What is left here is what RFC 3339 asks and it does not: lower-case
+    ``t``/``z`` are allowed, and a time without an offset is not a timestamp.
     """
     if not isinstance(value, str) or len(value) > 64:
         return None
-    match = _RFC3339.fullmatch(value.strip())
-    if match is None:
-        return None
-    year, month, day, hour, minute, second, frac, zulu, sign, off_h, off_m = match.groups()
-    micros = int((frac or "0")[:6].ljust(6, "0"))
     try:
-        if zulu:
-            tz: timezone = UTC
-        else:
-            offset = timedelta(hours=int(off_h), minutes=int(off_m))
-            if offset >= timedelta(hours=24):
-                return None
-            tz = timezone(-offset if sign == "-" else offset)
-        # A leap second (":60") is folded onto the last representable instant.
-        stamp = datetime(
-            int(year),
-            int(month),
-            int(day),
-            int(hour),
-            int(minute),
-            min(int(second), 59),
-            micros,
-            tzinfo=tz,
-        )
-        return stamp.astimezone(UTC)
+        stamp = datetime.fromisoformat(value.strip().upper())
+        return stamp.astimezone(UTC) if stamp.tzinfo is not None else None
     except (ValueError, OverflowError):
         return None
 
@@ -167,7 +108,6 @@ def parse_pod(obj: object) -> PodSnapshot:
     annotations = _mapping(metadata.get("annotations")) or {}
     keep_value = annotations.get(KEEP_ANNOTATION)
     conditions = _conditions(status.get("conditions"))
-    disruption = conditions.get("DisruptionTarget")
 
     return PodSnapshot(
         namespace=namespace,
@@ -183,8 +123,6 @@ def parse_pod(obj: object) -> PodSnapshot:
         deleting=metadata.get("deletionTimestamp") is not None,
         keep=isinstance(keep_value, str) and keep_value.strip().lower() == "true",
         terminated_at=_terminated_at(status, conditions, phase),
-        disruption_target=disruption is not None and disruption.get("status") == "True",
-        labels=_labels(metadata.get("labels")),
     )
 
 
@@ -277,20 +215,3 @@ def _terminated_at(
     if ready is not None and phase in TERMINAL_PHASES:
         return parse_time(ready.get("lastTransitionTime"))
     return None
-
-
-def _labels(value: object) -> Mapping[str, str]:
-    if not isinstance(value, Mapping) or not value:
-        return _EMPTY_LABELS
-    kept: dict[str, str] = {}
-    for key, item in value.items():
-        if (
-            isinstance(key, str)
-            and isinstance(item, str)
-            and len(key) <= _MAX_LABEL_TEXT
-            and len(item) <= _MAX_LABEL_TEXT
-        ):
-            kept[key] = item
-            if len(kept) >= _MAX_LABELS:
-                break
-    return Labels(kept)

@@ -417,7 +417,7 @@ class World:
             return False, f"unparsable: {exc.reason}"
         if snapshot.namespace in EXCLUDED_NAMESPACES:
             return False, "excluded namespace"
-        if snapshot.labels.get("tier") == "precious":
+        if ((obj.get("metadata") or {}).get("labels") or {}).get("tier") == "precious":
             return False, "outside the label selector"
         verdict = classify(snapshot, self.rules, first_seen=datetime.fromtimestamp(0, UTC))
         if not verdict.zombie:

@@ -43,6 +43,36 @@ SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 REJECTED_MESSAGE = "Pod Pod was rejected as the node is shutting down."
 EVICTED_MESSAGE = "The node was low on resource: memory."
 
+# The kubelet's admission rejections (pkg/kubelet/lifecycle/predicate.go, the device
+# manager), for a node that returns under the same name. rejectPod prefixes the message
+# with "Pod " up to 1.25 and "Pod was rejected: " since 1.26; since 1.31 a failed
+# predicate names its description too.
+ADMISSION_REASONS = (
+    "NodeAffinity",
+    "NodePorts",
+    "NodeName",
+    "TaintToleration",
+    "OutOfcpu",
+    "OutOfmemory",
+    "OutOfpods",
+    "OutOfnvidia.com/gpu",
+    "UnexpectedAdmissionError",
+)
+REJECTED_PREFIX_SINCE_MINOR = 26
+PREDICATE_DESCRIPTION_SINCE_MINOR = 31
+_PREDICATE_DESCRIPTIONS = {
+    "NodeAffinity": "node(s) didn't match Pod's node affinity/selector",
+    "NodePorts": "node(s) didn't have free ports for the requested pod ports",
+    "NodeName": "node(s) didn't match the requested node name",
+    "TaintToleration": "node(s) had untolerated taint(s)",
+}
+_RESOURCE_USAGE = {
+    "cpu": (500, 3800, 4000),
+    "memory": (536870912, 16106127360, 16487464960),
+    "pods": (1, 110, 110),
+    "nvidia.com/gpu": (1, 1, 1),
+}
+
 # Kubernetes' generateName alphabet (no vowels, no confusable digits).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -142,6 +172,54 @@ def shutdown_status(version: str, variant: str = "terminated") -> ShutdownStatus
         )
     phase = "Succeeded" if variant == "succeeded" else "Failed"
     return ShutdownStatus(phase, "Terminated", SHUTDOWN_MESSAGE, disruption_target=minor >= 26)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionStatus:
+    """What the kubelet writes on a pod it refuses to admit."""
+
+    phase: str
+    reason: str
+    message: str
+
+
+def admission_status(version: str, reason: str = "NodeAffinity") -> AdmissionStatus:
+    """The kubelet's admission rejection of ``reason`` for a Kubernetes version.
+
+    ``UnexpectedAdmissionError`` is a device plugin not yet healthy (GPUs): 1.20-1.21
+    imitate the predicate handler's "Update plugin resources" message, newer versions
+    the device manager's "Allocate" one (both shapes exist in every version).
+    """
+    minor = parse_minor(version)
+    if reason in _PREDICATE_DESCRIPTIONS:
+        body = f"Predicate {reason} failed"
+        if minor >= PREDICATE_DESCRIPTION_SINCE_MINOR:
+            body += f": {_PREDICATE_DESCRIPTIONS[reason]}"
+    elif reason.startswith("OutOf") and len(reason) > len("OutOf"):
+        resource = reason.removeprefix("OutOf")
+        requested, used, capacity = _RESOURCE_USAGE.get(resource, (1, 1, 1))
+        body = (
+            f"Node didn't have enough resource: {resource}, requested: {requested}, "
+            f"used: {used}, capacity: {capacity}"
+        )
+    elif reason == "UnexpectedAdmissionError":
+        if minor <= 21:
+            body = (
+                "Update plugin resources failed due to requested number of devices "
+                "unavailable for nvidia.com/gpu. Requested: 1, Available: 0, which is unexpected."
+            )
+        else:
+            body = (
+                "Allocate failed due to no healthy devices present; cannot allocate "
+                "unhealthy devices nvidia.com/gpu, which is unexpected"
+            )
+    else:
+        raise ValueError(
+            f"reason must be one of {', '.join(ADMISSION_REASONS)} or OutOf<resource>, "
+            f"got {reason!r}"
+        )
+    prefix = "Pod was rejected: " if minor >= REJECTED_PREFIX_SINCE_MINOR else "Pod "
+    return AdmissionStatus("Failed", reason, prefix + body)
 
 
 # --- pure builders ------------------------------------------------------------------------
@@ -485,6 +563,26 @@ def shutdown_pod(
     )
 
 
+def rejected_pod(
+    pod: JSONDict, *, version: str = "1.22", reason: str = "NodeAffinity", now: datetime
+) -> JSONDict:
+    """``pod`` as the kubelet of a node that came back under the same name rejects it.
+
+    The VM was recreated: the old containers are gone, so they are reported lost.
+    """
+    rejected = admission_status(version, reason)
+    return _terminal(
+        pod,
+        phase=rejected.phase,
+        reason=rejected.reason,
+        message=rejected.message,
+        exit_code=137,
+        container_reason="ContainerStatusUnknown",
+        container_message="The container could not be located when the pod was terminated",
+        now=now,
+    )
+
+
 def evicted_pod(pod: JSONDict, *, now: datetime) -> JSONDict:
     """``pod`` evicted by the kubelet under node memory pressure."""
     return _terminal(
@@ -577,7 +675,7 @@ class PreemptResult:
 
     node: str
     version: str
-    variant: str
+    variant: str  # a shutdown variant, or "returned" for a node back under its name
     zombies: list[PodRef] = field(default_factory=list)
     replacements: list[PodRef] = field(default_factory=list)
     awaiting_replacement: list[PodRef] = field(default_factory=list)
@@ -876,6 +974,60 @@ class Cluster:
         for pod in targets:
             updated = self.store.update(
                 "pods", shutdown_pod(pod, version=version, variant=variant, now=now)
+            )
+            ref = _ref(updated)
+            result.zombies.append(ref)
+            owner = owner_of(updated)
+            if owner is None or owner.kind == "DaemonSet":
+                result.not_replaced.append(ref)
+            elif owner.kind == "StatefulSet":
+                result.awaiting_replacement.append(ref)
+                self._awaiting[(ref.namespace, ref.name)] = updated
+            elif replace:
+                created = self._replace(updated, nodes)
+                if created is not None:
+                    result.replacements.append(created)
+        if not replace:
+            for ref in result.awaiting_replacement:
+                self._awaiting.pop((ref.namespace, ref.name), None)
+        return result
+
+    def return_node(
+        self,
+        node: str,
+        version: str = "1.22",
+        reasons: Sequence[str] = ("NodeAffinity", "OutOfcpu", "UnexpectedAdmissionError"),
+        replace: bool = True,
+    ) -> PreemptResult:
+        """Preempt ``node`` with no graceful shutdown, and bring it back under its name.
+
+        The VM vanishes with its pods still ``Running``; the node object is recreated
+        (new uid); controllers start replacements on other nodes; then the new kubelet
+        rejects every pod still bound to it at admission, taking the reasons in turn.
+        """
+        for reason in reasons:
+            admission_status(version, reason)  # validate before touching anything
+        if not reasons:
+            raise ValueError("need at least one admission reason")
+        old = self.store.get("nodes", "", node)
+        if old is None:
+            raise ValueError(f"no node {node!r}")
+        targets = [
+            p
+            for p in self.pods_on(node)
+            if (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        nodes = self._schedulable_nodes(exclude=node)
+        self.store.delete("nodes", "", node)
+        now = self._clock()
+        zone = old["metadata"].get("labels", {}).get("topology.kubernetes.io/zone", "")
+        self.store.create("nodes", node_object(node, now=now, zone=zone or "europe-west1-b"))
+        result = PreemptResult(node=node, version=version, variant="returned")
+        for index, pod in enumerate(targets):
+            reason = reasons[index % len(reasons)]
+            updated = self.store.update(
+                "pods", rejected_pod(pod, version=version, reason=reason, now=now)
             )
             ref = _ref(updated)
             result.zombies.append(ref)

@@ -1,7 +1,9 @@
-"""classify: every kubelet node-shutdown variant, the other rules, and the vetoes."""
+"""classify: every kubelet node-shutdown and admission-rejection variant, the other
+rules, rules of one's own, and the vetoes."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,13 +14,14 @@ from zombied.pod import KEEP_ANNOTATION, PodParseError, PodSnapshot, parse_pod
 from zombied.rules import (
     NODE_SHUTDOWN_REASONS,
     RULE_NAMES,
+    Pattern,
     Rule,
     RuleSet,
     Verdict,
     classify,
-    describe,
     is_due,
     matches,
+    mismatch,
 )
 
 FINISHED = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -141,7 +144,6 @@ class TestKubeletTable:
         assert verdict.zombie
         assert verdict.rule == "node-shutdown"
         assert verdict.skip is None
-        assert pod.disruption_target is disruption
 
     def test_due_is_measured_from_termination_never_creation(
         self, version: str, variant: str, status: Any, ran: bool, disruption: bool
@@ -228,7 +230,7 @@ class TestOtherRules:
     @pytest.mark.parametrize("reason", ["shutdown", "NODESHUTDOWN", "Terminating", "Preempted"])
     def test_reason_must_match_exactly(self, reason: str) -> None:
         pod = snapshot(reason=reason)
-        assert not matches("node-shutdown", pod)
+        assert not matches(Rule("node-shutdown"), pod)
 
     def test_precedence_ignores_listing_order(self) -> None:
         rules = RuleSet((Rule("failed", 1), Rule("evicted", 2)))
@@ -268,7 +270,7 @@ class TestOtherRules:
 
 class TestTypes:
     def test_rule_names(self) -> None:
-        assert RULE_NAMES == ("node-shutdown", "evicted", "failed")
+        assert RULE_NAMES == ("node-shutdown", "admission-rejected", "evicted", "failed")
 
     @pytest.mark.parametrize(
         ("name", "min_age"), [("bogus", 1.0), ("node-shutdown", -1.0), ("evicted", float("nan"))]
@@ -288,29 +290,271 @@ class TestTypes:
         assert hash(a) == hash(b)
         assert a.get("evicted") == Rule("evicted", 5)
         assert a.get("failed") is None
-        assert RuleSet().names == ("node-shutdown",)
+        assert RuleSet().names == ("node-shutdown", "admission-rejected")
         assert RuleSet().get("node-shutdown") == Rule("node-shutdown", 30.0)
+        assert RuleSet().get("admission-rejected") == Rule("admission-rejected", 300.0)
 
-    def test_matches_unknown(self) -> None:
-        with pytest.raises(ValueError, match="unknown rule"):
-            matches("bogus", snapshot())
+    def test_unknown_rule_needs_a_pattern(self) -> None:
+        with pytest.raises(ValueError, match="unknown rule 'bogus'"):
+            Rule("bogus")
 
     def test_is_due_for_non_zombie(self) -> None:
         assert not is_due(Verdict(zombie=False, skip="no-rule"), FIRST_SEEN)
 
-    def test_describe(self) -> None:
-        pod = parse_pod(kubelet_pod(KILLED_1_22, ran=True, disruption=True))
-        assert describe(pod) == {
-            "namespace": "team-a",
-            "pod": "web-7d9f-abcde",
-            "uid": "uid-1",
-            "phase": "Failed",
-            "reason": "Terminated",
-            "node": "spot-1",
-            "owner": "ReplicaSet/web-7d9f",
-            "terminated_at": "2024-05-01T12:00:00+00:00",
-        }
-        assert "owner" not in describe(snapshot())
+
+# -- admission rejections of a node that returns under the same name -------------------
+
+# (kubelet versions, reason, message) as pkg/kubelet writes them: rejectPod prefixes
+# "Pod " up to 1.25 and "Pod was rejected: " since 1.26; since 1.31 a failed predicate
+# carries its description.
+ADMISSION_TABLE = [
+    ("1.20-1.25", "NodeAffinity", "Pod Predicate NodeAffinity failed"),
+    ("1.20-1.25", "NodePorts", "Pod Predicate NodePorts failed"),
+    ("1.20-1.25", "NodeName", "Pod Predicate NodeName failed"),
+    ("1.20-1.25", "TaintToleration", "Pod Predicate TaintToleration failed"),
+    (
+        "1.20-1.25",
+        "OutOfcpu",
+        "Pod Node didn't have enough resource: cpu, requested: 500, used: 3800, capacity: 4000",
+    ),
+    (
+        "1.20-1.25",
+        "OutOfmemory",
+        "Pod Node didn't have enough resource: memory, requested: 1, used: 2, capacity: 2",
+    ),
+    (
+        "1.20-1.25",
+        "OutOfpods",
+        "Pod Node didn't have enough resource: pods, requested: 1, used: 110, capacity: 110",
+    ),
+    (
+        "1.20-1.25",
+        "OutOfnvidia.com/gpu",
+        "Pod Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 1, capacity: 1",
+    ),
+    (
+        "1.20-1.25",
+        "OutOfephemeral-storage",
+        "Pod Node didn't have enough resource: ephemeral-storage, requested: 1, used: 1, "
+        "capacity: 1",
+    ),
+    (
+        "1.20-1.25",
+        "UnexpectedAdmissionError",
+        "Pod Update plugin resources failed due to requested number of devices unavailable for "
+        "nvidia.com/gpu. Requested: 1, Available: 0, which is unexpected.",
+    ),
+    (
+        "1.20-1.25",
+        "UnexpectedAdmissionError",
+        "Pod Allocate failed due to no healthy devices present; cannot allocate unhealthy "
+        "devices nvidia.com/gpu, which is unexpected",
+    ),
+    (
+        "1.20-1.25",
+        "UnexpectedAdmissionError",
+        "Pod Unexpected error while attempting to recover from admission failure: preemption: "
+        "error finding a set of pods to preempt",
+    ),
+    ("1.26-1.30", "NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed"),
+    ("1.26-1.30", "NodePorts", "Pod was rejected: Predicate NodePorts failed"),
+    (
+        "1.26-1.30",
+        "OutOfcpu",
+        "Pod was rejected: Node didn't have enough resource: cpu, requested: 500, used: 3800, "
+        "capacity: 4000",
+    ),
+    (
+        "1.26-newest",
+        "UnexpectedAdmissionError",
+        "Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate "
+        "unhealthy devices nvidia.com/gpu, which is unexpected",
+    ),
+    (
+        "1.31-newest",
+        "NodeAffinity",
+        "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+        "affinity/selector",
+    ),
+    (
+        "1.31-newest",
+        "NodeName",
+        "Pod was rejected: Predicate NodeName failed: node(s) didn't match the requested node name",
+    ),
+    (
+        "1.31-newest",
+        "TaintToleration",
+        "Pod was rejected: Predicate TaintToleration failed: node(s) had untolerated taint(s)",
+    ),
+    (
+        "1.31-newest",
+        "OutOfmemory",
+        "Pod was rejected: Node didn't have enough resource: memory, requested: 1, used: 2, "
+        "capacity: 2",
+    ),
+]
+
+
+def rejected(reason: str, message: str, *, phase: str = "Failed", **meta: Any) -> dict[str, Any]:
+    return kubelet_pod((phase, reason, message), ran=True, disruption=False, **meta)
+
+
+class TestAdmissionRejected:
+    @pytest.mark.parametrize(
+        ("versions", "reason", "message"),
+        ADMISSION_TABLE,
+        ids=[f"{v}-{r}-{i}" for i, (v, r, _) in enumerate(ADMISSION_TABLE)],
+    )
+    def test_kubelet_shapes_match_by_default(
+        self, versions: str, reason: str, message: str
+    ) -> None:
+        pod = parse_pod(rejected(reason, message))
+        verdict = classify(pod, RuleSet(), first_seen=FIRST_SEEN)
+        assert verdict.zombie
+        assert verdict.rule == "admission-rejected"
+        assert verdict.due == FINISHED + timedelta(minutes=5)
+
+    @pytest.mark.parametrize("phase", ["Pending", "Running", "Unknown", "Succeeded"])
+    def test_only_failed_pods(self, phase: str) -> None:
+        # A scheduler's "0/3 nodes are available" leaves a pod Pending: never a zombie.
+        pod = parse_pod(rejected("NodeAffinity", "Pod Predicate NodeAffinity failed", phase=phase))
+        assert not classify(pod, RuleSet(), first_seen=FIRST_SEEN).zombie
+
+    @pytest.mark.parametrize(
+        ("reason", "message"),
+        [
+            # reasons the kubelet never writes on admission, or not this rule's
+            ("Evicted", "Pod The node was low on resource: memory."),
+            ("OutOf", "Pod Node didn't have enough resource: , requested: 1"),
+            ("outOfcpu", "Pod Node didn't have enough resource: cpu, requested: 1"),
+            ("NodeAffinity ", "Pod Predicate NodeAffinity failed"),
+            ("TopologyAffinityError", "Resources cannot be allocated with Topology locality"),
+            ("Unschedulable", "0/3 nodes are available: 3 Insufficient cpu."),
+            # a genuine reason with a message the kubelet never wrote
+            ("NodeAffinity", "node(s) didn't match Pod's node affinity/selector"),
+            ("OutOfcpu", "Insufficient cpu"),
+            ("UnexpectedAdmissionError", "something else went wrong"),
+            ("NodeAffinity", "Pod Predicate NodePortsX failed"),
+            ("NodeAffinity", ""),
+        ],
+    )
+    def test_anything_else_is_left_alone(self, reason: str, message: str) -> None:
+        pod = parse_pod(rejected(reason, message))
+        verdict = classify(pod, RuleSet(), first_seen=FIRST_SEEN)
+        assert not verdict.zombie
+        assert verdict.skip == "no-rule"
+
+    @pytest.mark.parametrize(
+        ("meta", "skip"),
+        [
+            ({"annotations": {KEEP_ANNOTATION: "true"}}, "keep-annotation"),
+            ({"deleting": True}, "deleting"),
+            ({"owner": "Job"}, "owner-excluded"),
+        ],
+    )
+    def test_vetoes_apply(self, meta: dict[str, Any], skip: str) -> None:
+        pod = parse_pod(rejected("OutOfcpu", ADMISSION_TABLE[4][2], **meta))
+        rules = RuleSet(exclude_owner_kinds=frozenset({"Job"}))
+        assert classify(pod, rules, first_seen=FIRST_SEEN).skip == skip
+
+    def test_own_min_age(self) -> None:
+        pod = parse_pod(rejected("NodeAffinity", ADMISSION_TABLE[0][2]))
+        rules = RuleSet((Rule("node-shutdown", 30), Rule("admission-rejected", 90)))
+        assert classify(pod, rules, first_seen=FIRST_SEEN).due == FINISHED + timedelta(seconds=90)
+
+    def test_mismatch_says_why(self) -> None:
+        rule = Rule("admission-rejected")
+        assert mismatch(rule, snapshot(phase="Running")) == "phase Running is not Failed"
+        why = mismatch(rule, snapshot(reason="Evicted"))
+        assert why is not None
+        assert why.startswith("reason 'Evicted' is not one of NodeAffinity")
+        assert why.endswith("OutOf<resource>")
+        why = mismatch(rule, snapshot(reason="NodeAffinity", message="bogus"))
+        assert why is not None
+        assert why.startswith("message 'bogus' does not match")
+        assert (
+            mismatch(rule, snapshot(reason="NodeAffinity", message=ADMISSION_TABLE[0][2])) is None
+        )
+
+
+# -- rules of one's own -------------------------------------------------------------------
+
+GPU = Pattern(
+    frozenset({"Failed"}),
+    frozenset({"UnexpectedAdmissionError"}),
+    message=re.compile(r"nvidia\.com/gpu"),
+    owner_kinds=frozenset({"ReplicaSet", "statefulset"}),
+)
+
+
+class TestCustomRules:
+    def test_matches_reason_message_and_owner(self) -> None:
+        rules = RuleSet((Rule("gpu-not-ready", 600, GPU),))
+        pod = parse_pod(rejected("UnexpectedAdmissionError", ADMISSION_TABLE[10][2]))
+        verdict = classify(pod, rules, first_seen=FIRST_SEEN)
+        assert verdict.rule == "gpu-not-ready"
+        assert verdict.due == FINISHED + timedelta(minutes=10)
+        # StatefulSet matches "statefulset": owner kinds compare case-insensitively
+        pod = parse_pod(
+            rejected("UnexpectedAdmissionError", "x nvidia.com/gpu", owner="StatefulSet")
+        )
+        assert classify(pod, rules, first_seen=FIRST_SEEN).rule == "gpu-not-ready"
+
+    @pytest.mark.parametrize(
+        ("reason", "message", "owner", "why"),
+        [
+            ("UnexpectedAdmissionError", "amd.com/gpu", "ReplicaSet", "message 'amd.com/gpu'"),
+            ("UnexpectedAdmissionError", "nvidia.com/gpu", "Job", "owner kind 'Job'"),
+            ("OutOfcpu", "nvidia.com/gpu", "ReplicaSet", "reason 'OutOfcpu'"),
+        ],
+    )
+    def test_each_field_filters(self, reason: str, message: str, owner: str, why: str) -> None:
+        rule = Rule("gpu-not-ready", 600, GPU)
+        pod = parse_pod(rejected(reason, message, owner=owner))
+        explanation = mismatch(rule, pod)
+        assert explanation is not None
+        assert explanation.startswith(why)
+        assert not classify(pod, RuleSet((rule,)), first_seen=FIRST_SEEN).zombie
+
+    def test_pod_without_owner_fails_an_owner_filter(self) -> None:
+        assert (
+            mismatch(
+                Rule("gpu", 0, GPU),
+                snapshot(reason="UnexpectedAdmissionError", message="nvidia.com/gpu"),
+            )
+            == "owner kind '<none>' is not one of replicaset, statefulset"
+        )
+
+    def test_precedence_builtins_then_custom_then_failed(self) -> None:
+        catch = Pattern(frozenset({"Failed"}), frozenset({"NodeAffinity", "Oops"}))
+        rules = RuleSet((Rule("failed", 1), Rule("mine", 2, catch), Rule("admission-rejected", 3)))
+        assert rules.names == ("admission-rejected", "mine", "failed")
+        nodeaffinity = parse_pod(rejected("NodeAffinity", ADMISSION_TABLE[0][2]))
+        assert classify(nodeaffinity, rules, first_seen=FIRST_SEEN).rule == "admission-rejected"
+        oops = parse_pod(rejected("Oops", "whatever"))
+        assert classify(oops, rules, first_seen=FIRST_SEEN).rule == "mine"
+
+    def test_custom_rules_keep_their_listed_order(self) -> None:
+        a = Pattern(frozenset({"Failed"}), frozenset({"X"}))
+        b = Pattern(frozenset({"Failed"}), frozenset({"X"}), message=re.compile("y"))
+        assert RuleSet((Rule("b", 0, b), Rule("a", 0, a))).names == ("b", "a")
+
+    @pytest.mark.parametrize(
+        ("phases", "error"),
+        [
+            (frozenset(), "phases: must name"),
+            (frozenset({"Faild"}), "phases: unknown phase 'Faild'"),
+            (frozenset({"Running"}), "phases: Running is not terminal"),
+            (frozenset({"Failed", "Pending"}), "phases: Pending is not terminal"),
+        ],
+    )
+    def test_invalid_phases(self, phases: frozenset[str], error: str) -> None:
+        with pytest.raises(ValueError, match=re.escape(error)):
+            Pattern(phases, frozenset({"X"}))
+
+    def test_cannot_redefine_a_builtin(self) -> None:
+        with pytest.raises(ValueError, match="built-in"):
+            Rule("node-shutdown", 0, GPU)
 
 
 # -- properties over random input -------------------------------------------------------
@@ -450,7 +694,6 @@ def test_random_pods_never_crash_and_vetoes_hold(obj: object, rules: RuleSet) ->
     else:
         assert verdict.rule is None
         assert verdict.due is None
-    describe(pod)
 
 
 snapshots = st.builds(
@@ -475,6 +718,6 @@ def test_classify_properties(pod: PodSnapshot, rules: RuleSet) -> None:
     if vetoed or not pod.terminal:
         assert not verdict.zombie
     else:
-        expected = next((r.name for r in rules.ordered() if matches(r.name, pod)), None)
+        expected = next((r.name for r in rules.ordered() if matches(r, pod)), None)
         assert verdict.rule == expected
         assert verdict.zombie == (expected is not None)

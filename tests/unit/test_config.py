@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -48,9 +49,12 @@ def write(tmp_path: Path, text: str) -> str:
 class TestDefaults:
     def test_run(self) -> None:
         config = run()
-        assert config == Config(command="run")
+        assert config.command == "run"
         assert config.namespaces == ()
-        assert config.rules == RuleSet((Rule("node-shutdown", 30.0),))
+        assert config.rules == RuleSet(
+            (Rule("node-shutdown", 30.0), Rule("admission-rejected", 300.0))
+        )
+        assert config.rules == RuleSet()  # one default, whichever way it is asked
         assert config.dry_run is DryRun.OFF
         assert (config.listen_host, config.listen_port) == ("0.0.0.0", 8080)
         assert (config.qps, config.burst, config.max_in_flight) == (5.0, 10, 4)
@@ -73,7 +77,7 @@ class TestDefaults:
         for option in OPTIONS:
             assert option.env == "ZOMBIED_" + option.name.upper()
             assert option.flag == "--" + option.name.replace("_", "-")
-            assert option.commands <= {"run", "scan"}
+            assert option.commands <= {"run", "scan", "explain"}
             assert option.help
 
     def test_unknown_command(self) -> None:
@@ -147,6 +151,10 @@ class TestLabelSelector:
             "app.kubernetes.io/name=zombied",
             " app = web ",
             "k in (a,)",
+            "app in ()",
+            "app>5",
+            "app >5 , tier",
+            "a in(x),b notin(y)",
         ],
     )
     def test_valid(self, selector: str) -> None:
@@ -158,7 +166,6 @@ class TestLabelSelector:
         [
             "app=web,",
             ",app",
-            "app in ()",
             "app in (a",
             "app in a)",
             "app in ((a))",
@@ -170,7 +177,12 @@ class TestLabelSelector:
             "Bad_Prefix.com/app=x",
             "app=" + "x" * 64,
             "x" * 64,
-            "app>5",
+            "app>x",
+            "app<1.5",
+            "app<-1",  # the value must also be a valid label value
+            "app>",
+            "app in (a b)",
+            "in=x",
             "app=a=b",
             "!",
             "!!app",
@@ -229,8 +241,8 @@ class TestFlags:
             "--watch-timeout",
             "2m",
         )
-        assert config == Config(
-            command="run",
+        assert config == replace(
+            run(),
             kubeconfig="/k",
             context="prod",
             namespaces=("a", "b", "c"),
@@ -344,7 +356,10 @@ class TestFlagErrors:
             (("--min-age=-5s",), "--min-age: must be a duration like"),
             (("--min-age", "-5s"), "--min-age: expected one argument"),
             (("--drain-timeout", "1d"), "--drain-timeout: must be a duration like"),
-            (("--rules", "bogus"), "--rules: unknown rule 'bogus' (known: node-shutdown, "),
+            (
+                ("--rules", "bogus"),
+                "--rules: unknown rule 'bogus': a built-in (node-shutdown, admission-rejected, ",
+            ),
             (("--rules", "failed,failed"), "--rules: rule 'failed' listed twice"),
             (("--rules", ""), "--rules: must name at least one rule"),
             (("--rules", "evicted=later"), "--rules: must be a duration like"),
@@ -472,9 +487,12 @@ class TestEnvironment:
             "--qps (from ZOMBIED_QPS): must be a number > 0, got 'abc'"
         )
 
-    def test_options_of_other_command_ignored(self) -> None:
-        assert run(env={"ZOMBIED_OUTPUT": "yaml"}).output == "table"
-        assert scan(env={"ZOMBIED_LISTEN": "garbage"}).listen_port == 8080
+    def test_options_of_other_command_unused_but_checked(self) -> None:
+        assert run(env={"ZOMBIED_OUTPUT": "json"}).output == "table"
+        assert scan(env={"ZOMBIED_LISTEN": ":1"}).listen_port == 8080
+        # One Deployment's environment can serve every command: a typo is still a typo.
+        assert error(env={"ZOMBIED_OUTPUT": "yaml"}).startswith("--output (from ZOMBIED_OUTPUT)")
+        assert error(env={"ZOMBIED_LISTEN": "x"}, command="scan").startswith("--listen (from")
 
     def test_empty_value_is_a_value(self) -> None:
         assert run(env={"ZOMBIED_NAMESPACES": ""}).namespaces == ()
@@ -495,7 +513,7 @@ label_selector: app=web
 rules:
   - name: node-shutdown
     minAge: 45s
-  - evicted
+  - name: evicted
 min-age: 10m
 exclude_owner_kinds:
   - Job
@@ -519,8 +537,8 @@ delete: true
 """,
         )
         config = run("--config", path)
-        assert config == Config(
-            command="run",
+        assert config == replace(
+            run(),
             kubeconfig="/k",
             context="prod",
             namespaces=("a", "b"),
@@ -554,21 +572,15 @@ delete: true
     @pytest.mark.parametrize(
         ("rules", "expected"),
         [
-            ("rules: evicted", (Rule("evicted", 30.0),)),
-            ("rules: evicted=1m,failed", (Rule("evicted", 60.0), Rule("failed", 30.0))),
-            ("rules: [evicted, failed]", (Rule("evicted", 30.0), Rule("failed", 30.0))),
             (
                 "rules: [{name: node-shutdown, minAge: 30s}, {name: evicted, minAge: 10m}]",
                 (Rule("node-shutdown", 30.0), Rule("evicted", 600.0)),
             ),
-            ("rules: [{name: failed, min_age: 5}]", (Rule("failed", 5.0),)),
-            ("rules: [{name: failed, min-age: 1.5}]", (Rule("failed", 1.5),)),
             ("rules: [{name: failed}]", (Rule("failed", 30.0),)),
-            (
-                "rules: {node-shutdown: 1m, evicted: {minAge: 2m}, failed: null}",
-                (Rule("node-shutdown", 60.0), Rule("evicted", 120.0), Rule("failed", 30.0)),
-            ),
-            ("rules: {evicted: {}}", (Rule("evicted", 30.0),)),
+            ("rules: [{name: failed, minAge: 1.5}]", (Rule("failed", 1.5),)),
+            ("rules: [{name: failed, minAge: null}]", (Rule("failed", 30.0),)),
+            ("rules: [{name: admission-rejected}]", (Rule("admission-rejected", 300.0),)),
+            ("rules: [{name: admission-rejected, minAge: 0}]", (Rule("admission-rejected", 0.0),)),
         ],
     )
     def test_rule_shapes(self, tmp_path: Path, rules: str, expected: tuple[Rule, ...]) -> None:
@@ -576,7 +588,9 @@ delete: true
         assert config.rules.rules == expected
 
     def test_min_age_is_default_for_rules_without_their_own(self, tmp_path: Path) -> None:
-        path = write(tmp_path, "min_age: 2m\nrules: [{name: evicted, minAge: 1s}, failed]\n")
+        path = write(
+            tmp_path, "min_age: 2m\nrules: [{name: evicted, minAge: 1s}, {name: failed}]\n"
+        )
         config = run("--config", path)
         assert config.rules.rules == (Rule("evicted", 1.0), Rule("failed", 120.0))
         config = run("--config", path, "--min-age", "5m")
@@ -598,10 +612,12 @@ delete: true
         path = write(tmp_path, "qps: 3\n")
         assert run("--config", path, env={"ZOMBIED_CONFIG": "/nonexistent"}).qps == 3.0
 
-    def test_keys_of_the_other_command_are_ignored(self, tmp_path: Path) -> None:
+    def test_keys_of_the_other_command_are_unused_but_checked(self, tmp_path: Path) -> None:
         path = write(tmp_path, "output: json\nlisten: ':1'\n")
         assert run("--config", path).output == "table"
         assert scan("--config", path).listen_port == 8080
+        path = write(tmp_path, "output: yaml\n")
+        assert "line 1: output: must be one of" in error("--config", path)
 
     @pytest.mark.parametrize(
         ("text", "message"),
@@ -619,22 +635,6 @@ delete: true
             ("namespaces: {a: b}\n", "line 1: namespaces: must be a string or a list"),
             ("\n\nmin_age: forever\n", "line 3: min_age: must be a duration like"),
             ("leader_elect: maybe\n", "line 1: leader_elect: must be true or false"),
-            ("rules: [bogus]\n", "line 1: rules: unknown rule 'bogus'"),
-            ("rules: []\n", "line 1: rules: must name at least one rule"),
-            ("rules: [evicted, evicted]\n", "line 1: rules: rule 'evicted' listed twice"),
-            ("rules: [{minAge: 1s}]\n", "line 1: rules: every rule needs a name"),
-            ("rules: [{name: failed, age: 1s}]\n", "line 1: rules: unknown key 'age' in a rule"),
-            (
-                "rules: [{name: failed, minAge: 1s, min_age: 2s}]\n",
-                "line 1: rules: a rule's min age is given twice",
-            ),
-            ("rules: [{name: failed, minAge: soon}]\n", "line 1: rules: must be a duration like"),
-            ("rules: [{name: failed, minAge: [1]}]\n", "line 1: rules: min age of rule 'failed'"),
-            ("rules: [{name: 5}]\n", "line 1: rules: rule names must be strings"),
-            ("rules: [[evicted]]\n", "line 1: rules: each rule must be a name or a mapping"),
-            ("rules: 5\n", "line 1: rules: must be a list or mapping of rules, got int"),
-            ("rules: {evicted: {when: 1s}}\n", "line 1: rules: unknown key 'when' in rule"),
-            ("rules: ['evicted=1s']\n", "line 1: rules: unknown rule 'evicted=1s'"),
             ("- qps\n", "line 1: must be a mapping of option names to values"),
             ("just a string\n", "line 1: must be a mapping of option names to values"),
             ("qps: [1\n", "not valid YAML"),
@@ -684,20 +684,25 @@ class TestPrecedence:
         path = write(tmp_path, "qps: abc\n")
         assert "qps: must be a number" in error("--config", path, "--qps", "1")
 
-    def test_bad_env_overridden_by_flag_is_ignored(self) -> None:
-        assert run("--qps", "1", env={"ZOMBIED_QPS": "abc"}).qps == 1.0
+    def test_bad_env_overridden_by_flag_still_fails(self) -> None:
+        # Same rule as for the file: the override may go away; the typo must not wait.
+        assert error("--qps", "1", env={"ZOMBIED_QPS": "abc"}) == (
+            "--qps (from ZOMBIED_QPS): must be a number > 0, got 'abc'"
+        )
 
-    def test_rules_come_whole_from_one_source(self, tmp_path: Path) -> None:
-        path = write(tmp_path, "rules: [{name: evicted, minAge: 1s}]\n")
+    def test_rules_flag_picks_which_file_rules_are_on(self, tmp_path: Path) -> None:
+        path = write(tmp_path, "rules: [{name: evicted, minAge: 1s}, {name: node-shutdown}]\n")
         config = run("--config", path, "--rules", "evicted,failed")
-        assert config.rules.rules == (Rule("evicted", 30.0), Rule("failed", 30.0))
+        assert config.rules.rules == (Rule("evicted", 1.0), Rule("failed", 30.0))
+        config = run("--config", path, "--rules", "evicted=1m")
+        assert config.rules.rules == (Rule("evicted", 60.0),)
 
     def test_dry_run_flag_over_env(self) -> None:
         assert run("--dry-run", env={"ZOMBIED_DRY_RUN": "server"}).dry_run is DryRun.CLIENT
 
 
 class TestHelpAndReference:
-    @pytest.mark.parametrize("command", ["run", "scan"])
+    @pytest.mark.parametrize("command", ["run", "scan", "explain"])
     def test_help_shows_defaults_and_env(self, command: str) -> None:
         out = io.StringIO()
         with pytest.raises(SystemExit) as info, contextlib.redirect_stdout(out):
@@ -707,7 +712,7 @@ class TestHelpAndReference:
         assert f"usage: zombied {command}" in text
         assert "(default: 30s; env ZOMBIED_MIN_AGE)" in " ".join(text.split())
         assert ("--listen" in text) is (command == "run")
-        assert ("--output" in text) is (command == "scan")
+        assert ("--output" in text) is (command != "run")
 
     def test_parser_keeps_raw_values_and_omits_unset(self) -> None:
         namespace = build_parser("run").parse_args(["--qps", "3"])
@@ -726,11 +731,142 @@ class TestHelpAndReference:
         for option in OPTIONS:
             assert f"`{option.env}`" in text
         assert (
-            "| `--dry-run[=client\\|server\\|none]` | `ZOMBIED_DRY_RUN` | none | run, scan |"
-            in text
+            "| `--dry-run[=client\\|server\\|none]` | `ZOMBIED_DRY_RUN` | none "
+            "| run, scan, explain |" in text
         )
         assert "| `--listen HOST:PORT` | `ZOMBIED_LISTEN` | 0.0.0.0:8080 | run |" in text
         assert "| `--delete[=true\\|false]` | `ZOMBIED_DELETE` | false | scan |" in text
         # every row has exactly the five cells: no unescaped pipe inside a cell
         for line in lines[2:]:
             assert line.replace("\\|", "").count("|") == 6
+
+
+class TestOwnRules:
+    GPU = """
+rules:
+  - name: node-shutdown          # a built-in rule, enabled by name
+    minAge: 1m
+  - name: gpu-not-ready          # a custom rule: it has `reasons`
+    phases: [Failed]
+    reasons: [UnexpectedAdmissionError]
+    message: "nvidia\\\\.com/gpu"
+    ownerKinds: [ReplicaSet, StatefulSet]
+    minAge: 10m
+"""
+
+    def test_the_documented_example(self, tmp_path: Path) -> None:
+        config = run("--config", write(tmp_path, self.GPU))
+        assert config.rules.names == ("node-shutdown", "gpu-not-ready")
+        shutdown, gpu = config.rules.rules
+        assert shutdown == Rule("node-shutdown", 60.0)
+        assert gpu.min_age == 600.0
+        assert gpu.pattern is not None
+        assert gpu.pattern.phases == {"Failed"}
+        assert gpu.pattern.reasons == {"UnexpectedAdmissionError"}
+        assert gpu.pattern.message is not None
+        assert gpu.pattern.message.pattern == r"nvidia\.com/gpu"
+        assert gpu.pattern.owner_kinds == {"replicaset", "statefulset"}
+        assert not gpu.builtin
+
+    def test_rules_flag_enables_a_file_rule_by_name(self, tmp_path: Path) -> None:
+        path = write(tmp_path, self.GPU)
+        config = run("--config", path, "--rules", "gpu-not-ready=1s,evicted")
+        assert config.rules.names == ("evicted", "gpu-not-ready")
+        assert config.rules.get("gpu-not-ready") is not None
+        assert config.rules.get("gpu-not-ready").min_age == 1.0  # type: ignore[union-attr]
+        env = {"ZOMBIED_RULES": "gpu-not-ready"}
+        assert run("--config", path, env=env).rules.names == ("gpu-not-ready",)
+
+    def test_rules_flag_names_an_undefined_rule(self, tmp_path: Path) -> None:
+        path = write(tmp_path, self.GPU)
+        message = error("--config", path, "--rules", "gpu")
+        assert message.startswith("--rules: unknown rule 'gpu'")
+        assert message.endswith("the file defines node-shutdown, gpu-not-ready")
+        message = error(env={"ZOMBIED_RULES": "gpu"})
+        assert message.startswith("--rules (from ZOMBIED_RULES): unknown rule 'gpu'")
+
+    @pytest.mark.parametrize(
+        ("rule", "message"),
+        [
+            ("{name: x, phases: [Faild], reasons: [A]}", "rule 'x': phases: unknown phase 'Faild'"),
+            (
+                "{name: x, phases: [Running], reasons: [A]}",
+                "rule 'x': phases: Running is not terminal; only Failed and Succeeded",
+            ),
+            ("{name: x, phases: [], reasons: [A]}", "rule 'x': phases: must not be empty"),
+            ("{name: x, reasons: [A]}", "rule 'x': phases: is required"),
+            ("{name: x, phases: Failed, reasons: [A]}", "rule 'x': phases: must be a list"),
+            (
+                "{name: x, phases: [Failed], reasons: [A], message: '(unclosed'}",
+                "rule 'x': message: not a valid regular expression: missing ), unterminated",
+            ),
+            ("{name: x, phases: [Failed], reasons: [A], message: 5}", "rule 'x': message: must be"),
+            ("{name: x, phases: [Failed], reasons: []}", "rule 'x': reasons: must not be empty"),
+            ("{name: x, phases: [Failed], reasons: [1]}", "rule 'x': reasons: must be a list"),
+            ("{name: x, phases: [Failed]}", "rule 'x': reasons: a rule of your own needs reasons"),
+            ("{name: x}", "rule 'x': reasons: a rule of your own needs reasons"),
+            (
+                "{name: x, phases: [Failed], reasons: [A], ownerKinds: [replica-set]}",
+                "rule 'x': ownerKinds: 'replica-set' is not a valid kind",
+            ),
+            (
+                "{name: x, phases: [Failed], reasons: [A], minAge: soon}",
+                "rule 'x': minAge: must be a duration like",
+            ),
+            ("{name: x, phases: [Failed], reasons: [A], minAge: [1]}", "rule 'x': minAge: must be"),
+            ("{name: x, phases: [Failed], reasons: [A], age: 1s}", "rule 'x': age: unknown field"),
+            ("{name: failed, minAge: -1s}", "rule 'failed': minAge: must be a duration"),
+            (
+                "{name: failed, phases: [Failed], reasons: [A]}",
+                "rule 'failed': name: is a built-in rule; give your own rule another name",
+            ),
+            ("{name: evicted, message: x}", "rule 'evicted': message: a built-in rule takes only"),
+            ("{name: Bad_Name, phases: [Failed], reasons: [A]}", "rules: name: rule names are"),
+            ("{minAge: 1s}", "rules: name: rule names are"),
+            ("evicted", "rules: each rule must be a mapping with a name"),
+        ],
+    )
+    def test_invalid_rule(self, tmp_path: Path, rule: str, message: str) -> None:
+        path = write(tmp_path, f"qps: 1\nrules:\n  - {rule}\n")
+        got = error("--config", path)
+        assert got.startswith(f"--config {path}: line 3: ")
+        assert message in got
+
+    def test_duplicate_name(self, tmp_path: Path) -> None:
+        text = "rules:\n  - name: evicted\n  - name: x\n    phases: [Failed]\n    reasons: [A]\n"
+        text += "  - name: evicted\n    minAge: 1s\n"
+        path = write(tmp_path, text)
+        assert error("--config", path) == (
+            f"--config {path}: line 6: rules: rule 'evicted': name: already defined on line 2"
+        )
+
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("rules: evicted\n", "line 1: rules: must be a list of rules"),
+            ("rules: {evicted: 1m}\n", "line 1: rules: must be a list of rules"),
+            ("rules: 5\n", "line 1: rules: must be a list of rules"),
+        ],
+    )
+    def test_only_the_list_shape(self, tmp_path: Path, text: str, message: str) -> None:
+        assert message in error("--config", write(tmp_path, text))
+
+    def test_rules_apply_to_scan_and_explain(self, tmp_path: Path) -> None:
+        path = write(tmp_path, self.GPU)
+        assert scan("--config", path).rules.names == ("node-shutdown", "gpu-not-ready")
+        config = load_config("explain", ["ns/pod", "--config", path], {})
+        assert config.rules.names == ("node-shutdown", "gpu-not-ready")
+
+
+class TestExplainArguments:
+    def test_target_and_short_output(self) -> None:
+        config = load_config("explain", ["team-a/web-0", "-o", "json"], {})
+        assert config.target == ("team-a", "web-0")
+        assert config.output == "json"
+
+    @pytest.mark.parametrize("target", ["web-0", "team-a/", "/web-0", "Team/web", "a/b/c"])
+    def test_bad_target(self, target: str) -> None:
+        assert error(target, command="explain").startswith("zombied explain: must be NAMESPACE/POD")
+
+    def test_missing_target(self) -> None:
+        assert "NAMESPACE/POD" in error(command="explain")

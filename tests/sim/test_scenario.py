@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from kubesim.scenario import (
+    ADMISSION_REASONS,
     EVICTED_MESSAGE,
     SCENARIOS,
     Cluster,
     Owner,
+    admission_status,
     build_named,
     node_ready,
     pod_object,
@@ -385,3 +387,117 @@ def test_large_scenario_builds() -> None:
     assert store.kinds["DaemonSet"] == 1_000
     assert store.kinds["ReplicaSet"] > 80_000
     assert {"StatefulSet", "Job", "bare"} <= set(store.kinds)
+
+
+# -- a node that returns under the same name ---------------------------------------------
+
+# version, reason -> message: "Pod " up to 1.25, "Pod was rejected: " since 1.26, and a
+# failed predicate's description since 1.31.
+ADMISSION_TABLE = [
+    ("1.20", "NodeAffinity", "Pod Predicate NodeAffinity failed"),
+    ("1.25", "NodePorts", "Pod Predicate NodePorts failed"),
+    (
+        "1.20",
+        "OutOfcpu",
+        "Pod Node didn't have enough resource: cpu, requested: 500, used: 3800, capacity: 4000",
+    ),
+    (
+        "1.21",
+        "UnexpectedAdmissionError",
+        "Pod Update plugin resources failed due to requested number of devices unavailable "
+        "for nvidia.com/gpu. Requested: 1, Available: 0, which is unexpected.",
+    ),
+    (
+        "1.22",
+        "UnexpectedAdmissionError",
+        "Pod Allocate failed due to no healthy devices present; cannot allocate unhealthy "
+        "devices nvidia.com/gpu, which is unexpected",
+    ),
+    ("1.26", "NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed"),
+    ("1.30", "TaintToleration", "Pod was rejected: Predicate TaintToleration failed"),
+    (
+        "1.31",
+        "NodeName",
+        "Pod was rejected: Predicate NodeName failed: node(s) didn't match the requested node name",
+    ),
+    (
+        "newest",
+        "NodeAffinity",
+        "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+        "affinity/selector",
+    ),
+    (
+        "newest",
+        "OutOfnvidia.com/gpu",
+        "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1, "
+        "used: 1, capacity: 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("version", "reason", "message"), ADMISSION_TABLE)
+def test_admission_status_follows_the_kubelet(version: str, reason: str, message: str) -> None:
+    status = admission_status(version, reason)
+    assert (status.phase, status.reason, status.message) == ("Failed", reason, message)
+
+
+@pytest.mark.parametrize("reason", ADMISSION_REASONS)
+def test_every_admission_reason_has_a_status(reason: str) -> None:
+    assert admission_status("1.24", reason).message.startswith("Pod ")
+    assert admission_status("1.27", reason).message.startswith("Pod was rejected: ")
+
+
+@pytest.mark.parametrize(
+    ("version", "reason", "error"),
+    [("1.19", "NodeAffinity", "since Kubernetes 1.20"), ("1.26", "Bogus", "reason must be")],
+)
+def test_bad_admission_version_or_reason(version: str, reason: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        admission_status(version, reason)
+
+
+def test_return_node_rejects_the_running_pods(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    before = store.get("nodes", "", "node-0")
+    assert before is not None
+    on_node = {
+        p["metadata"]["uid"]
+        for p in store.list("pods")
+        if p["spec"]["nodeName"] == "node-0" and p["status"]["phase"] == "Running"
+    }
+    reasons = ("NodeAffinity", "OutOfcpu")
+    result = cluster.return_node("node-0", version="1.27", reasons=reasons)
+    assert result.variant == "returned"
+    assert {z.uid for z in result.zombies} == on_node
+    seen = set()
+    for ref in result.zombies:
+        pod = store.get("pods", ref.namespace, ref.name)
+        assert pod is not None
+        status = pod["status"]
+        assert status["phase"] == "Failed"
+        assert status["reason"] in reasons
+        assert status["message"].startswith("Pod was rejected: ")
+        assert "DisruptionTarget" not in conditions(pod)  # no graceful shutdown happened
+        [container] = status["containerStatuses"]
+        assert container["state"]["terminated"]["reason"] == "ContainerStatusUnknown"
+        seen.add(status["reason"])
+    assert seen == set(reasons)
+    after = store.get("nodes", "", "node-0")
+    assert after is not None
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]  # recreated, same name
+    assert node_ready(after)
+    for ref in result.replacements:
+        pod = store.get("pods", ref.namespace, ref.name)
+        assert pod is not None
+        assert pod["status"]["phase"] == "Running"
+        assert pod["spec"]["nodeName"] != "node-0"
+    assert [r.name for r in result.awaiting_replacement] == ["web-0"]
+
+
+def test_return_node_validates_first(store: Store, cluster: Cluster) -> None:
+    cluster.build()
+    with pytest.raises(ValueError, match="reason must be"):
+        cluster.return_node("node-0", reasons=("Bogus",))
+    with pytest.raises(ValueError, match="no node 'node-9'"):
+        cluster.return_node("node-9")
+    assert all(p["status"]["phase"] == "Running" for p in store.list("pods"))

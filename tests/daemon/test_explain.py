@@ -1,0 +1,224 @@
+"""``zombied explain``: one GET, every verdict explained, and nothing ever written."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from zombied.cli import main
+from zombied.config import DryRun
+from zombied.errors import PermissionDenied, ZombiedError
+from zombied.explain import (
+    ACTION_DELETE,
+    ACTION_KEEP,
+    ACTION_WAIT,
+    RENDERERS,
+    as_json,
+    explain,
+    run_explain,
+)
+from zombied.rules import Rule, RuleSet
+
+from kubesim import Simulator
+from kubesim.rbac import PolicyRule
+from kubesim.scenario import rejected_pod
+from tests.daemon.conftest import ConfigFactory
+from tests.daemon.pods import pod, zombie
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+DEFAULT_RULES = RuleSet()
+
+
+def checks(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {rule["name"]: rule for rule in result["rules"]}
+
+
+def vetoes(result: dict[str, Any]) -> dict[str, bool]:
+    return {veto["name"]: veto["applies"] for veto in result["vetoes"]}
+
+
+def admission(name: str, reason: str = "NodeAffinity", **kwargs: Any) -> dict[str, Any]:
+    """A pod that ran until its node vanished, rejected when the node came back."""
+    obj = pod(name, **kwargs)
+    obj["metadata"]["uid"] = f"uid-{name}"
+    running = {"running": {"startedAt": "2024-05-01T12:00:00Z"}}
+    obj["status"]["containerStatuses"] = [{"name": "app", "ready": True, "state": running}]
+    return rejected_pod(obj, version="1.27", reason=reason, now=NOW - timedelta(minutes=10))
+
+
+def stored(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"].setdefault("uid", f"uid-{obj['metadata']['name']}")
+    return obj
+
+
+# -- the pure function: one test per verdict ------------------------------------------
+
+
+class TestVerdicts:
+    def test_due_zombie_is_deleted_now(self, config: ConfigFactory) -> None:
+        cfg = config(rules=DEFAULT_RULES)
+        result = as_json(explain(admission("web-1"), cfg, NOW))
+        assert result["action"] == ACTION_DELETE
+        assert result["verdict"]["rule"] == "admission-rejected"
+        assert result["summary"].startswith("delete it now: rule admission-rejected matches")
+        rules = checks(result)
+        assert rules["admission-rejected"]["matches"]
+        assert rules["admission-rejected"]["minAge"] == "5m"
+        assert not rules["node-shutdown"]["matches"]
+        assert rules["node-shutdown"]["whyNot"].startswith("reason 'NodeAffinity' is not one of")
+        assert not any(vetoes(result).values())
+
+    def test_young_zombie_waits_with_its_due_time(self, config: ConfigFactory) -> None:
+        cfg = config(rules=RuleSet((Rule("node-shutdown", 600.0),)))
+        obj = stored(zombie("web-2", finished_ago=60))
+        explanation = explain(obj, cfg, NOW)
+        assert explanation.action == ACTION_WAIT
+        assert explanation.verdict.due is not None
+        # finishedAt has whole seconds: the pod finished 60-61 s ago
+        assert timedelta(minutes=8) < explanation.verdict.due - NOW <= timedelta(seconds=542)
+        assert "min age not yet reached" in explanation.summary
+        assert " (in 9m" in explanation.summary or " (in 8m59s)" in explanation.summary
+
+    def test_pod_without_termination_time_counts_from_now(self, config: ConfigFactory) -> None:
+        cfg = config(rules=RuleSet((Rule("node-shutdown", 30.0),)))
+        obj = stored(zombie("web-3", finished_ago=None))
+        explanation = explain(obj, cfg, NOW)
+        assert not explanation.since_known
+        assert explanation.action == ACTION_WAIT
+        assert explanation.verdict.due == NOW + timedelta(seconds=30)
+        assert "unknown: timed from when zombied first sees" in RENDERERS["table"](explanation)
+
+    @pytest.mark.parametrize(
+        ("change", "veto"),
+        [
+            ({"annotations": {"zombied.io/keep": "true"}}, "keep-annotation"),
+            ({"owner": ("Job", "nightly")}, "owner-excluded"),
+        ],
+    )
+    def test_vetoes(self, config: ConfigFactory, change: dict[str, Any], veto: str) -> None:
+        cfg = config(rules=RuleSet((Rule("node-shutdown", 0.0),), frozenset({"Job"})))
+        result = as_json(explain(stored(zombie("web-4", **change)), cfg, NOW))
+        assert result["action"] == ACTION_KEEP
+        assert vetoes(result)[veto]
+        assert result["summary"].startswith(f"keep: vetoed by {veto}")
+        # the rule still says it matches: the veto, not the rule, keeps the pod
+        assert checks(result)["node-shutdown"]["matches"]
+
+    def test_being_deleted(self, config: ConfigFactory) -> None:
+        obj = stored(zombie("web-5"))
+        obj["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:00Z"
+        result = as_json(explain(obj, config(), NOW))
+        assert vetoes(result)["deleting"]
+        assert result["verdict"]["skip"] == "deleting"
+        assert result["action"] == ACTION_KEEP
+
+    @pytest.mark.parametrize(
+        ("settings", "why"),
+        [
+            ({"namespaces": ("team-b",)}, "namespace team-a is not in --namespaces (team-b)"),
+            ({"exclude_namespaces": ("team-a",)}, "namespace team-a is in --exclude-namespaces"),
+            ({"label_selector": "app notin (web)"}, "labels do not match --label-selector"),
+            ({"label_selector": "tier"}, "labels do not match --label-selector"),
+        ],
+    )
+    def test_out_of_scope(self, config: ConfigFactory, settings: dict[str, Any], why: str) -> None:
+        result = as_json(explain(stored(zombie("web-6")), config(**settings), NOW))
+        assert vetoes(result)["out-of-scope"]
+        assert result["action"] == ACTION_KEEP
+        assert why in result["summary"]
+        # classify alone would delete it: only the scope keeps it
+        assert result["verdict"]["zombie"]
+
+    def test_running_pod(self, config: ConfigFactory) -> None:
+        result = as_json(explain(stored(pod("api-1")), config(), NOW))
+        assert vetoes(result)["not-terminal"]
+        assert result["verdict"]["skip"] == "not-terminal"
+        assert (
+            checks(result)["node-shutdown"]["whyNot"] == "phase Running is not Failed or Succeeded"
+        )
+        assert result["action"] == ACTION_KEEP
+
+    def test_no_rule_matches(self, config: ConfigFactory) -> None:
+        obj = stored(pod("crash", phase="Failed", reason="Error", message="boom"))
+        result = as_json(explain(obj, config(rules=DEFAULT_RULES), NOW))
+        assert result["action"] == ACTION_KEEP
+        assert result["summary"] == "keep: no enabled rule matches"
+        assert [r["matches"] for r in result["rules"]] == [False, False]
+
+    @pytest.mark.parametrize(
+        ("dry_run", "words"),
+        [
+            (DryRun.CLIENT, "log that it would delete it (--dry-run=client) now"),
+            (DryRun.SERVER, "send a dry-run DELETE (--dry-run=server) now"),
+        ],
+    )
+    def test_dry_run_is_said(self, config: ConfigFactory, dry_run: DryRun, words: str) -> None:
+        result = as_json(
+            explain(admission("web-7"), config(rules=DEFAULT_RULES, dry_run=dry_run), NOW)
+        )
+        assert result["summary"].startswith(words)
+
+    def test_table_report(self, config: ConfigFactory) -> None:
+        text = RENDERERS["table"](
+            explain(admission("web-8", "OutOfcpu"), config(rules=DEFAULT_RULES), NOW)
+        )
+        lines = text.splitlines()
+        assert lines[0] == "Pod:        team-a/web-8 (uid uid-web-8)"
+        assert "Reason:     OutOfcpu" in lines
+        assert any(line.split()[:2] == ["admission-rejected", "MATCH"] for line in lines)
+        assert any(line.split()[:3] == ["node-shutdown", "no", "match"] for line in lines)
+        assert any(line.split()[:2] == ["keep-annotation", "no"] for line in lines)
+        assert lines[-2] == "Decision:   delete"
+
+
+# -- through the API: one GET, nothing else -------------------------------------------
+
+
+async def test_reads_the_pod_once_and_writes_nothing(sim: Simulator, config: ConfigFactory) -> None:
+    sim.store.create("pods", admission("web-1", "UnexpectedAdmissionError"))
+    out = io.StringIO()
+    cfg = config(target=("team-a", "web-1"), output="json", rules=DEFAULT_RULES)
+    assert await run_explain(cfg, out) == 0
+    result = json.loads(out.getvalue())
+    assert result["pod"]["reason"] == "UnexpectedAdmissionError"
+    assert result["action"] == ACTION_DELETE
+    assert [(r.verb, r.resource) for r in sim.requests] == [("get", "pods")]
+
+
+async def test_not_found_is_one_line_failure(sim: Simulator, config: ConfigFactory) -> None:
+    cfg = config(target=("team-a", "gone"))
+    with pytest.raises(ZombiedError, match=r"^pod team-a/gone not found"):
+        await run_explain(cfg, io.StringIO())
+
+
+async def test_forbidden_names_the_rule(
+    sim: Simulator, config: ConfigFactory, tmp_path: Path
+) -> None:
+    sim.store.create("pods", stored(zombie("web-1")))
+    token = sim.add_token("lister", [PolicyRule(("",), ("pods",), ("list",))])
+    kubeconfig = sim.write_kubeconfig(tmp_path / "lister", token=token)
+    cfg = config(target=("team-a", "web-1"), kubeconfig=str(kubeconfig))
+    with pytest.raises(PermissionDenied, match="get pods in namespace team-a"):
+        await run_explain(cfg, io.StringIO())
+
+
+async def test_cli_exit_codes(
+    kubeconfig: Path, sim: Simulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim.store.create("pods", admission("web-1"))
+
+    async def cli(*args: str) -> int:
+        # The command runs its own event loop: a thread keeps this one serving the API.
+        return await anyio.to_thread.run_sync(main, ["explain", *args])
+
+    assert await cli("team-a/web-1", "--kubeconfig", str(kubeconfig), "-o", "json") == 0
+    assert json.loads(capsys.readouterr().out)["verdict"]["rule"] == "admission-rejected"
+    assert await cli("team-a/nope", "--kubeconfig", str(kubeconfig)) == 1
+    assert capsys.readouterr().err.startswith("zombied: error: pod team-a/nope not found")
+    assert await cli("nope", "--kubeconfig", str(kubeconfig)) == 2
+    assert "must be NAMESPACE/POD" in capsys.readouterr().err

@@ -2,11 +2,16 @@
 
 This module owns the guided tour: it serves a simulated cluster in-process (3 nodes,
 30 pods over 3 namespaces, mixed owners), runs ``zombied scan``, starts ``zombied
-run`` as a real subprocess with console logs streaming through, preempts a node as
-a 1.26 kubelet would, waits until the zombies are gone, checks that the
-replacements and the pods no rule targets were left alone, and prints a summary with
-the reap latencies the simulator recorded. It ends by itself well within a minute,
-stops the daemon with SIGTERM (a kill only if it hangs) and leaves no process behind.
+run`` as a real subprocess with console logs streaming through, and loses two Spot
+nodes both ways a 1.26 kubelet knows: one shut down gracefully (``node-shutdown``
+zombies), one preempted without notice and back under the same name, its kubelet
+rejecting the pods still bound to it (``admission-rejected`` zombies). It explains
+one zombie of each kind while they wait out their min age, waits until they are
+gone, checks that the replacements and the pods no rule targets were left alone,
+and ends with ``zombied explain`` on the pods it kept: one zombie of each kind an
+operator opted out with ``zombied.io/keep``, and a crashed Job pod no rule selects.
+It ends by itself well within a minute, stops the daemon with SIGTERM (a kill only
+if it hangs) and leaves no process behind.
 
 It never reaches into the daemon: it talks to zombied only through its command line,
 exactly as an operator would, and judges it only by what the API server saw.
@@ -35,7 +40,7 @@ import zombied
 from anyio.streams.text import TextReceiveStream
 
 from kubesim import Simulator
-from kubesim.scenario import PodRef, build_named
+from kubesim.scenario import PodRef, PreemptResult, build_named
 
 READY_TIMEOUT = 20.0
 REAP_TIMEOUT = 25.0
@@ -43,9 +48,13 @@ STOP_TIMEOUT = 10.0
 POLL = 0.05
 
 
+KEEP_ANNOTATION = "zombied.io/keep"
+
+
 @dataclass
 class Summary:
     zombies: list[PodRef] = field(default_factory=list)
+    explained: list[str] = field(default_factory=list)
     reaped: list[PodRef] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
@@ -89,6 +98,48 @@ async def _run_scan(kubeconfig: Path) -> None:
         _say(f"   {line}")
     if result.returncode != 0:
         _say(f"   (zombied scan exited {result.returncode})")
+
+
+def _flags(kubeconfig: Path, min_age: str) -> list[str]:
+    """The settings every zombied command of the tour shares."""
+    return [
+        "--kubeconfig",
+        str(kubeconfig),
+        "--rules",
+        f"node-shutdown,admission-rejected={min_age}",
+        "--min-age",
+        min_age,
+    ]
+
+
+async def _explain(flags: Sequence[str], ref: str) -> list[str]:
+    result = await anyio.run_process(
+        [sys.executable, "-m", "zombied", "explain", ref, *flags],
+        check=False,
+        env=_zombied_env(),
+        stderr=subprocess.STDOUT,
+    )
+    lines = [f"   $ zombied explain {ref}"]
+    lines += [f"   {line}" for line in result.stdout.decode(errors="replace").rstrip().splitlines()]
+    if result.returncode != 0:
+        lines.append(f"   (zombied explain exited {result.returncode})")
+    return lines
+
+
+async def _explain_all(flags: Sequence[str], refs: Sequence[str]) -> None:
+    """Explain several pods at once (one process each), printed in order."""
+    outputs: dict[str, list[str]] = {}
+
+    async def one(ref: str) -> None:
+        outputs[ref] = await _explain(flags, ref)
+
+    async with anyio.create_task_group() as tg:
+        for ref in refs:
+            tg.start_soon(one, ref)
+    for ref in refs:
+        for line in outputs[ref]:
+            _say(line)
+        _say()
 
 
 async def _stream(process: anyio.abc.Process) -> None:
@@ -141,7 +192,12 @@ async def _stop(process: anyio.abc.Process) -> int:
 
 
 async def run_demo(
-    *, node: str = "node-1", version: str = "1.26", min_age: str = "2s", seed: int = 0
+    *,
+    node: str = "node-1",
+    returning: str = "node-2",
+    version: str = "1.26",
+    min_age: str = "8s",
+    seed: int = 0,
 ) -> Summary:
     """The whole tour; returns what happened (``problems`` empty when all went well)."""
     summary = Summary()
@@ -160,16 +216,14 @@ async def run_demo(
             await _run_scan(kubeconfig)
 
             port = _free_port("127.0.0.1")
+            flags = _flags(kubeconfig, min_age)
             command = [
                 sys.executable,
                 "-m",
                 "zombied",
                 "run",
-                "--kubeconfig",
-                str(kubeconfig),
+                *flags,
                 "--log-format=console",
-                "--min-age",
-                min_age,
                 "--listen",
                 f"127.0.0.1:{port}",
             ]
@@ -182,7 +236,16 @@ async def run_demo(
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_stream, process)
-                    await _tour(sim, process, port, summary, node=node, version=version)
+                    await _tour(
+                        sim,
+                        process,
+                        port,
+                        summary,
+                        flags=flags,
+                        node=node,
+                        returning=returning,
+                        version=version,
+                    )
                     died = process.returncode is not None
                     summary.exit_code = await _stop(process)
             finally:
@@ -195,6 +258,10 @@ async def run_demo(
 
             _section("zombied scan (after)")
             await _run_scan(kubeconfig)
+
+            if summary.explained:
+                _section("zombied explain: the pods it kept, and why")
+                await _explain_all(flags, summary.explained)
     return summary
 
 
@@ -204,7 +271,9 @@ async def _tour(
     port: int,
     summary: Summary,
     *,
+    flags: Sequence[str],
     node: str,
+    returning: str,
     version: str,
 ) -> None:
     if not await _ready(f"http://127.0.0.1:{port}/readyz", process):
@@ -219,20 +288,37 @@ async def _tour(
     sim.cluster.evict("team-a", evicted)
     sim.cluster.fail("team-a", crashed)
     summary.kept = [f"team-a/{evicted} (Evicted)", f"team-a/{crashed} (Error)"]
+    # An operator keeps one pod on each doomed node for a post-mortem.
+    kept = [_opt_out(sim, node), _opt_out(sim, returning)]
+    summary.kept += [f"{ref} ({KEEP_ANNOTATION})" for ref in kept]
 
     _section(f"Preempting {node} (kubelet {version}, graceful node shutdown)")
     preempted_at = time.time()
-    result = sim.cluster.preempt(node, version=version)
-    summary.zombies = list(result.zombies)
-    _say(f"   {len(result.zombies)} pods left Failed/Terminated on {node}:")
-    for ref in result.zombies:
-        _say(f"     {ref.namespace}/{ref.name}")
-    _say(
-        f"   controllers started {len(result.replacements)} replacements elsewhere; "
-        f"{len(result.awaiting_replacement)} StatefulSet pod(s) come back once reaped"
-    )
+    shut = sim.cluster.preempt(node, version=version)
+    _report(shut, "left Failed/Terminated")
+    _section(f"Preempting {returning} without notice; it comes back under the same name")
+    back = sim.cluster.return_node(returning, version=version)
+    _report(back, "rejected at admission")
 
-    zombie_uids = {ref.uid for ref in result.zombies}
+    kept_refs = set(kept)
+    zombies = [
+        ref
+        for ref in (*shut.zombies, *back.zombies)
+        if f"{ref.namespace}/{ref.name}" not in kept_refs
+    ]
+    summary.zombies = zombies
+    zombie_uids = {ref.uid for ref in zombies}
+    kept_uids = {ref.uid for ref in (*shut.zombies, *back.zombies)} - zombie_uids
+
+    _section("zombied explain, while the zombies wait out their min age")
+    first_of_each = [
+        f"{ref.namespace}/{ref.name}"
+        for ref in (
+            next(r for r in shut.zombies if r.uid in zombie_uids),
+            next(r for r in back.zombies if r.uid in zombie_uids),
+        )
+    ]
+    await _explain_all(flags, first_of_each)
 
     def reaped() -> list[str]:
         return [r.obj["metadata"]["uid"] for r in sim.deleted if not r.dry_run]
@@ -240,13 +326,43 @@ async def _tour(
     await _wait_for(lambda: zombie_uids <= set(reaped()), "the reaps", within=REAP_TIMEOUT)
     # The StatefulSet controller reacts to the deletion synchronously in the store.
     records = {r.obj["metadata"]["uid"]: r for r in sim.deleted if not r.dry_run}
-    summary.reaped = [ref for ref in result.zombies if ref.uid in records]
+    summary.reaped = [ref for ref in zombies if ref.uid in records]
     summary.latencies = [records[ref.uid].time - preempted_at for ref in summary.reaped]
-    missing = [f"{r.namespace}/{r.name}" for r in result.zombies if r.uid not in records]
+    missing = [f"{r.namespace}/{r.name}" for r in zombies if r.uid not in records]
     if missing:
         summary.problems.append(f"not reaped: {', '.join(missing)}")
+    if kept_uids & set(records):
+        summary.problems.append("deleted a pod carrying zombied.io/keep")
+    summary.explained = [*kept, f"team-a/{crashed}"]
 
-    _check_untouched(sim, result.replacements, result.awaiting_replacement, zombie_uids, summary)
+    replacements = [r for r in (*shut.replacements, *back.replacements) if r.uid not in zombie_uids]
+    statefulset = [
+        r for r in (*shut.awaiting_replacement, *back.awaiting_replacement) if r.uid in zombie_uids
+    ]
+    _check_untouched(sim, replacements, statefulset, zombie_uids, summary)
+
+
+def _opt_out(sim: Simulator, node: str) -> str:
+    """Annotate one ReplicaSet pod on ``node`` with zombied.io/keep; return NAMESPACE/NAME."""
+    pod = next(
+        p
+        for p in sim.cluster.pods_on(node)
+        if p["status"].get("phase") == "Running"
+        and (p["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "ReplicaSet"
+    )
+    pod["metadata"].setdefault("annotations", {})[KEEP_ANNOTATION] = "true"
+    sim.store.update("pods", pod)
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+def _report(result: PreemptResult, what: str) -> None:
+    _say(f"   {len(result.zombies)} pods {what} on {result.node}:")
+    for ref in result.zombies:
+        _say(f"     {ref.namespace}/{ref.name}")
+    _say(
+        f"   controllers started {len(result.replacements)} replacements elsewhere; "
+        f"{len(result.awaiting_replacement)} StatefulSet pod(s) come back once reaped"
+    )
 
 
 def _check_untouched(
@@ -303,11 +419,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m bench.demo",
         description="Preempt a simulated Spot node and watch zombied reap the zombie pods.",
     )
-    parser.add_argument("--node", default="node-1", help="node to preempt (default: node-1)")
+    parser.add_argument(
+        "--node", default="node-1", help="node to shut down gracefully (default: node-1)"
+    )
+    parser.add_argument(
+        "--returning",
+        default="node-2",
+        help="node preempted without notice that returns under its name (default: node-2)",
+    )
     parser.add_argument(
         "--kubelet-version", default="1.26", help="kubelet version to imitate (default: 1.26)"
     )
-    parser.add_argument("--min-age", default="2s", help="zombied --min-age (default: 2s)")
+    parser.add_argument("--min-age", default="8s", help="min age of both rules (default: 8s)")
     parser.add_argument("--seed", type=int, default=0, help="scenario seed (default: 0)")
     return parser
 
@@ -318,6 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         demo = functools.partial(
             run_demo,
             node=args.node,
+            returning=args.returning,
             version=args.kubelet_version,
             min_age=args.min_age,
             seed=args.seed,

@@ -157,7 +157,8 @@ def _vetoes(pod: PodSnapshot, config: Config, scope: str | None) -> tuple[VetoCh
         VetoCheck(
             "not-terminal",
             not pod.terminal,
-            f"phase is {pod.phase or '<none>'}; only Failed and Succeeded pods can be zombies",
+            f"phase is {pod.phase or '<none>'}"
+            + ("" if pod.terminal else "; only Failed and Succeeded pods can be zombies"),
         ),
         VetoCheck(
             "deleting",
@@ -171,7 +172,7 @@ def _vetoes(pod: PodSnapshot, config: Config, scope: str | None) -> tuple[VetoCh
             pod.keep,
             f'annotation {KEEP_ANNOTATION}: "true"'
             if pod.keep
-            else f"no {KEEP_ANNOTATION}: true annotation",
+            else f'no {KEEP_ANNOTATION}: "true" annotation',
         ),
         VetoCheck(
             "owner-excluded",

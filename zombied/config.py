@@ -41,6 +41,7 @@ from zombied.selector import LabelSelector
 
 __all__ = [
     "COMMANDS",
+    "format_rules_reference",
     "OPTIONS",
     "Config",
     "DryRun",
@@ -953,6 +954,16 @@ def _file_rules(node: yaml.Node, where: str) -> tuple[_RuleDef, ...]:
         try:
             rules.append(_file_rule(name, entry))
         except _FieldError as exc:
+            # Point at the field's own line when it is written out.
+            field_line = next(
+                (
+                    key.start_mark.line + 1
+                    for key, _ in item.value
+                    if isinstance(key, yaml.ScalarNode) and key.value == exc.field
+                ),
+                line,
+            )
+            prefix = prefix.replace(f": line {line}: ", f": line {field_line}: ", 1)
             raise ConfigError(f"{prefix}: {exc.field}: {exc}") from None
     return tuple(rules)
 
@@ -1049,6 +1060,30 @@ def format_reference(options: Iterable[Option] = OPTIONS) -> str:
             option.shown_default(),
             commands,
             option.help,
+        ]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def format_rules_reference() -> str:
+    """The built-in rules as a markdown table (generated into the README)."""
+    lines = [
+        "| Rule | Phases | Reasons | Message must match | Min age | On by default |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, pattern in BUILTIN_RULES.items():
+        reasons = [f"`{reason}`" for reason in sorted(pattern.reasons)]
+        if pattern.reason_pattern is not None:
+            reasons.append("`OutOf<resource>`")
+        message = f"`{pattern.message.pattern}`" if pattern.message is not None else "anything"
+        age = OWN_MIN_AGES.get(name)
+        cells = [
+            f"`{name}`",
+            ", ".join(sorted(pattern.phases)),
+            ", ".join(reasons) or "any",
+            message,
+            format_duration(age) if age is not None else "`--min-age`",
+            "yes" if name in DEFAULT_RULES else "no",
         ]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"

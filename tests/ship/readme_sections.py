@@ -1,7 +1,8 @@
-"""The README's generated sections: configuration and metrics references.
+"""The README's generated sections: configuration, built-in rules and metrics references.
 
-Both references are rendered from the code's own definitions (the option table in
-``zombied.config`` and the metric objects in ``zombied.metrics``), so the README cannot
+The references are rendered from the code's own definitions (the option table in
+``zombied.config``, the built-in rules in ``zombied.rules`` and the metric objects in
+``zombied.metrics``), so the README cannot
 drift from what the program accepts and exposes. ``make docs`` rewrites the sections
 between their markers; ``test_readme.py`` fails when they are stale.
 
@@ -23,6 +24,12 @@ def config_reference() -> str:
     return format_reference().strip()
 
 
+def rules_reference() -> str:
+    from zombied.config import format_rules_reference  # noqa: PLC0415 - only when rendering
+
+    return format_rules_reference().strip()
+
+
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -39,6 +46,7 @@ def metrics_reference() -> str:
 
 SECTIONS: dict[str, Callable[[], str]] = {
     "config-reference": config_reference,
+    "rules-reference": rules_reference,
     "metrics-reference": metrics_reference,
 }
 

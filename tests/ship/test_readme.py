@@ -19,7 +19,7 @@ from . import readme_sections
 from .manifests import ROOT
 
 README = ROOT / "README.md"
-COMMANDS_WITH_OPTIONS = ("run", "scan")
+COMMANDS_WITH_OPTIONS = ("run", "scan", "explain")
 #: Flags the README mentions that belong to other programs (kubectl, the controller manager).
 FOREIGN_FLAGS = frozenset({"--field-selector", "--all-namespaces", "--terminated-pod-gc-threshold"})
 

@@ -870,3 +870,12 @@ class TestExplainArguments:
 
     def test_missing_target(self) -> None:
         assert "NAMESPACE/POD" in error(command="explain")
+
+
+def test_rule_error_points_at_the_field_line(tmp_path: Path) -> None:
+    text = "rules:\n  - name: gpu\n    reasons: [A]\n    phases: [Faild]\n"
+    path = write(tmp_path, text)
+    assert error("--config", path) == (
+        f"--config {path}: line 4: rules: rule 'gpu': phases: unknown phase 'Faild' "
+        "(known: Pending, Running, Succeeded, Failed, Unknown)"
+    )

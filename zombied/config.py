@@ -41,7 +41,6 @@ from zombied.selector import LabelSelector
 
 __all__ = [
     "COMMANDS",
-    "format_rules_reference",
     "OPTIONS",
     "Config",
     "DryRun",
@@ -49,6 +48,7 @@ __all__ = [
     "build_parser",
     "format_duration",
     "format_reference",
+    "format_rules_reference",
     "load_config",
     "parse_duration",
     "parse_label_selector",

@@ -28,7 +28,7 @@ BROKEN: dict[str, bytes] = {
     "negative-qps": b"qps: -1\n",
     "wrong-type-rules": b"rules: 5\n",
     "unknown-rule": b"rules:\n  - name: everything\n",
-    "rule-bad-age": b"rules:\n  - name: node-shutdown\n    min_age: soon\n",
+    "rule-bad-age": b"rules:\n  - name: node-shutdown\n    minAge: soon\n",
     "wrong-type-namespaces": b"namespaces: {a: 1}\n",
     "huge-garbage": b"qps: " + b"9" * 100_000 + b"x\n",
     "anchors-bomb": (

@@ -6,8 +6,10 @@ import random
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import pytest
 
+from kubesim import Simulator
 from kubesim.scenario import (
     ADMISSION_REASONS,
     EVICTED_MESSAGE,
@@ -501,3 +503,19 @@ def test_return_node_validates_first(store: Store, cluster: Cluster) -> None:
     with pytest.raises(ValueError, match="no node 'node-9'"):
         cluster.return_node("node-9")
     assert all(p["status"]["phase"] == "Running" for p in store.list("pods"))
+
+
+async def test_return_node_through_the_control_api(
+    sim: Simulator, http: aiohttp.ClientSession
+) -> None:
+    sim.cluster.build(nodes=2, pods=10)
+    body = {"node": "node-0", "version": "1.28", "reasons": ["OutOfmemory"]}
+    async with http.post("/_sim/return-node", json=body) as response:
+        assert response.status == 200
+        result = await response.json()
+    assert result["variant"] == "returned"
+    assert result["zombies"]
+    for ref in result["zombies"]:
+        pod = sim.store.get("pods", ref["namespace"], ref["name"])
+        assert pod is not None
+        assert pod["status"]["reason"] == "OutOfmemory"

@@ -1,11 +1,11 @@
 """The simulator's control API under ``/_sim/``: drive it from another process.
 
 This module owns the HTTP endpoints a benchmark, demo or multi-process test uses
-when the simulator runs elsewhere: build a scenario, preempt a node, program
-faults, compact history, restart, read the request log, deletions and stats, and
-write objects straight into the store. Only the admin token reaches it (a real
-apiserver answers these paths 404). It translates HTTP to :class:`Simulator`
-calls and never holds state of its own.
+when the simulator runs elsewhere: build a scenario, preempt a node (gracefully, or
+bring it back under its name), program faults, compact history, restart, read the
+request log, deletions and stats, and write objects straight into the store. Only
+the admin token reaches it (a real apiserver answers these paths 404). It
+translates HTTP to :class:`Simulator` calls and never holds state of its own.
 """
 
 from __future__ import annotations
@@ -84,7 +84,15 @@ class ControlApi:
                 return _ok([dataclasses.asdict(r) for r in sim.deleted])
             if path == "stats":
                 return _ok(self.stats())
-            if path in ("preempt", "scenario", "faults", "faults/clear", "compact", "restart"):
+            if path in (
+                "preempt",
+                "return-node",
+                "scenario",
+                "faults",
+                "faults/clear",
+                "compact",
+                "restart",
+            ):
                 raise method_not_allowed()
             raise path_not_found()
         if method != "POST":
@@ -100,6 +108,10 @@ class ControlApi:
         if path == "preempt":
             result = sim.cluster.preempt(**body)
             return _ok(result)
+        if path == "return-node":
+            if isinstance(body.get("reasons"), list):
+                body["reasons"] = tuple(body["reasons"])
+            return _ok(sim.cluster.return_node(**body))
         if path == "scenario":
             if "namespaces" in body and isinstance(body["namespaces"], list):
                 body["namespaces"] = tuple(body["namespaces"])

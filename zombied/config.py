@@ -5,9 +5,12 @@ environment variable (``ZOMBIED_<NAME>``), its key in the YAML ``--config`` file
 parser, default, help text and the commands it applies to. The argument parser, the
 environment and file lookups and the README's configuration reference are all
 derived from it, so they cannot drift apart. Precedence is flag > environment >
-file > default, decided per option. Every problem, whatever its source, becomes a
-`ConfigError` whose one-line message starts with the option at fault, so the CLI
-can print it and exit 2. This module only reads the file it is pointed at; it
+file > default, decided per option, but every value given is checked, whichever
+wins and whichever command it serves. Rules come in the file as one shape, a list
+of ``{name, minAge}`` (a built-in) or ``{name, phases, reasons, message, ownerKinds,
+minAge}`` (the operator's own); ``--rules`` enables any of them by name. Every
+problem, whatever its source, becomes a `ConfigError` whose one-line message starts
+with the option at fault, so the CLI can print it and exit 2. This module only reads the file it is pointed at; it
 never talks to the cluster (the lease namespace default, for one, is resolved by the
 daemon).
 """

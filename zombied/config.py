@@ -10,9 +10,9 @@ wins and whichever command it serves. Rules come in the file as one shape, a lis
 of ``{name, minAge}`` (a built-in) or ``{name, phases, reasons, message, ownerKinds,
 minAge}`` (the operator's own); ``--rules`` enables any of them by name. Every
 problem, whatever its source, becomes a `ConfigError` whose one-line message starts
-with the option at fault, so the CLI can print it and exit 2. This module only reads the file it is pointed at; it
-never talks to the cluster (the lease namespace default, for one, is resolved by the
-daemon).
+with the option at fault, so the CLI can print it and exit 2. This module only reads
+the file it is pointed at; it never talks to the cluster (the lease namespace
+default, for one, is resolved by the daemon).
 """
 
 from __future__ import annotations

@@ -865,7 +865,8 @@ def _load_file(path: str) -> tuple[dict[str, Any], tuple[_RuleDef, ...]]:
             raise ConfigError(f"{prefix}: {key!r} is already set on line {seen[name]}")
         seen[name] = line
         if name == "rules":
-            rules = _file_rules(value_node, where)
+            if value_node.tag != "tag:yaml.org,2002:null":  # `rules:` alone: the default
+                rules = _file_rules(value_node, where)
             continue
         raw = _construct(value_node, where)
         if raw is None:

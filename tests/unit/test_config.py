@@ -603,6 +603,7 @@ delete: true
 
     def test_null_value_keeps_default(self, tmp_path: Path) -> None:
         assert run("--config", write(tmp_path, "qps:\nlease_namespace: null\n")).qps == 5.0
+        assert run("--config", write(tmp_path, "qps: 1\nrules:\n")).rules == RuleSet()
 
     def test_config_from_env(self, tmp_path: Path) -> None:
         path = write(tmp_path, "qps: 3\n")

@@ -37,7 +37,7 @@ from anyio.abc import TaskStatus
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from zombied.kube import api_exception, api_status, rbac_rule, status_of
+from zombied.kube import TRANSPORT_ERROR, api_exception, api_status, rbac_rule, status_of
 
 #: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
 JITTER_FACTOR = 1.2
@@ -118,8 +118,9 @@ class LeaseElector:
         self._observed_holder = ""
         self._previous_holder = ""
         self._observed_duration = lease_duration
-        # A write whose answer we did not see may have made us the holder.
-        self._write_in_flight = False
+        # A write whose answer never came, as (op, the lease it replaces or None for a
+        # create). It may still land and make us the holder; only an answer clears it.
+        self._unanswered: tuple[str, dict[str, Any] | None] | None = None
         self._logged_errors: set[tuple[str, int]] = set()
 
     # -- public surface -------------------------------------------------------------
@@ -156,7 +157,7 @@ class LeaseElector:
                 await self._acquire()
                 await self._lead()
         finally:
-            if self._leading or self._write_in_flight:
+            if self._leading or self._unanswered is not None:
                 with anyio.CancelScope(shield=True):
                     await self._release(reason="shutdown")
 
@@ -235,22 +236,22 @@ class LeaseElector:
             return True
 
     async def _create(self, started: float) -> bool:
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
-            "spec": self._record(None),
-        }
+        body = self._new_lease(self._record(None))
         try:
-            self._write_in_flight = True
-            created = await self._request("create", body)
+            created = await self._send_write("create", body, against=None)
         except ApiException as exc:
             self._failed(exc, "create")
             return False
-        finally:
-            self._write_in_flight = False
         self._won(created, started)
         return True
+
+    def _new_lease(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": spec,
+        }
 
     def _record(self, lease: dict[str, Any] | None) -> dict[str, Any]:
         """The spec we write: renewal keeps acquireTime and transitions, takeover bumps."""
@@ -271,12 +272,25 @@ class LeaseElector:
     async def _write(self, lease: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
         # The lease's metadata (with its resourceVersion) goes back unchanged: the
         # server rejects the write with 409 if anyone wrote in between.
-        body = {**lease, "spec": spec}
-        self._write_in_flight = True
+        return await self._send_write("replace", {**lease, "spec": spec}, against=lease)
+
+    async def _send_write(
+        self, op: str, body: dict[str, Any], *, against: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """Send a write; remember it as unanswered until an HTTP answer arrives.
+
+        A timeout, a dropped connection or a cancellation (shutdown) leaves it marked:
+        the server may still apply it after we stopped listening.
+        """
+        self._unanswered = (op, against)
         try:
-            return await self._request("replace", body)
-        finally:
-            self._write_in_flight = False
+            written = await self._request(op, body)
+        except ApiException as exc:
+            if status_of(exc).code != TRANSPORT_ERROR:
+                self._unanswered = None  # the server answered: nothing is left to land
+            raise
+        self._unanswered = None
+        return written
 
     def _won(self, lease: dict[str, Any], started: float) -> None:
         self._logged_errors.clear()
@@ -340,7 +354,13 @@ class LeaseElector:
             self._on_change(False)
 
     async def _release(self, *, reason: str) -> None:
-        """Clear the holder (client-go: empty holder, 1 s duration, renewTime kept)."""
+        """Clear the holder (client-go: empty holder, 1 s duration, renewTime kept).
+
+        After an unanswered write the lease is overwritten at the version that write was
+        sent against (or created, for a create), whoever holds it there: then either our
+        release lands and the late write fails with 409, or the write had landed and the
+        release meets a 409, re-reads and clears our own holder.
+        """
         was_leading = self._leading
         if was_leading:
             # Stop acting before the write: the lease is up for grabs the moment it lands.
@@ -348,21 +368,31 @@ class LeaseElector:
         timeout = max(2 * self.request_timeout, 1.0)
         with anyio.move_on_after(timeout) as scope:
             async with self._lock:
+                create = self._unanswered is not None and self._unanswered[0] == "create"
+                if self._unanswered is not None:
+                    target = self._unanswered[1]
+                else:
+                    target = self._lease if was_leading else None
                 for _ in range(3):
-                    lease = self._lease if was_leading else None
                     try:
-                        if lease is None:
-                            lease = await self._request("get")
-                        spec = _spec(lease)
-                        if spec.get("holderIdentity") != self.identity:
-                            return  # not ours (any more): nothing to give back
-                        spec.update(holderIdentity="", leaseDurationSeconds=1)
-                        self._lease = await self._request("replace", {**lease, "spec": spec})
+                        if create:
+                            body = self._new_lease(_released(self._record(None)))
+                            self._lease = await self._request("create", body)
+                        else:
+                            lease = target or await self._request("get")
+                            spec = _spec(lease)
+                            if target is None and spec.get("holderIdentity") != self.identity:
+                                return  # not ours (any more): nothing to give back
+                            self._lease = await self._request(
+                                "replace", {**lease, "spec": _released(spec)}
+                            )
                     except ApiException as exc:
                         if self._failed(exc, "release") == 409:
-                            was_leading = False  # re-read the newer version and retry
+                            create, target = False, None  # re-read the newer version, retry
                             continue
                         return
+                    finally:
+                        self._unanswered = None
                     self._log.info("leader.released", reason=reason)
                     return
         if scope.cancelled_caught:
@@ -434,6 +464,11 @@ class LeaseElector:
             message=status.message or None,
         )
         return status.code
+
+
+def _released(spec: dict[str, Any]) -> dict[str, Any]:
+    """The record a release writes: no holder, and a 1 s duration for anyone reading it."""
+    return {**spec, "holderIdentity": "", "leaseDurationSeconds": 1}
 
 
 def _spec(lease: dict[str, Any] | None) -> dict[str, Any]:

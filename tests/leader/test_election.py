@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 from zombied.kube import open_api_client
 
 from kubesim.rbac import PolicyRule
+from kubesim.status import ApiError
 from tests.leader.conftest import LEASE, NAMESPACE, Campaign, wait_for
 
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -400,3 +401,36 @@ async def test_release_rereads_a_lease_changed_since_the_last_renewal(
     assert released["metadata"]["labels"] == {"touched": "yes"}
     assert [e["op"] for e in logs if e["event"] == "leader.conflict"] == ["release"]
     assert [e["reason"] for e in logs if e["event"] == "leader.released"] == ["shutdown"]
+
+
+@pytest.mark.parametrize("lands", ["before the release", "after the release"])
+async def test_stopped_during_an_unanswered_create_leaves_the_lease_free(
+    campaign: Any, sim: Any, tmp_path: Path, lands: str
+) -> None:
+    # A real API server may apply a create whose client already gave up, before or after
+    # the replica's release; the simulator drops it, so the test applies it in its place.
+    token = sim.add_token(
+        "standby",
+        [PolicyRule(["coordination.k8s.io"], ["leases"], ["get", "update"])],
+    )
+    kubeconfig = sim.write_kubeconfig(tmp_path / "standby", token=token)
+    slow = sim.faults.add_latency(verb="create", resource="leases", seconds=5.0)
+    async with campaign() as c:
+        # The standby may not create the lease, so the slow create is the leader's.
+        api = await c.stack.enter_async_context(open_api_client(str(kubeconfig)))
+        standby = c.add_with("standby", api)
+        leader = await c.add("leader", lease_duration=10.0, renew_deadline=2.0, retry_period=1.0)
+        await wait_for(lambda: slow.fired > 0, 2.0, "the slow create")
+        sim.faults.remove(slow)
+        late = _competitor("leader")
+        late["spec"]["leaseDurationSeconds"] = 10
+        if lands == "before the release":
+            sim.store.create("leases", late)
+        leader.stop()
+        await wait_for(leader.stopped.is_set, 3.0, "the leader's task to end")
+        if lands == "after the release":
+            with pytest.raises(ApiError) as refused:
+                sim.store.create("leases", late)
+            assert refused.value.code == 409
+        await wait_for(lambda: standby.elector.is_leader, 3.0, "the standby's takeover")
+        assert not leader.changes or leader.changes[-1][1] is False

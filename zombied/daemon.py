@@ -8,6 +8,12 @@ watches stop, no new work is taken, in-flight deletes and those already due fini
 within ``--drain-timeout``, the lease is released. It decides what healthy and ready
 mean. It must never hold pod data or talk to the API itself: that is the watchers',
 the reaper's and the elector's job.
+
+Failures the API server or the network can cause are retried where they happen. Any
+other exception escaping a watch loop, a worker or the elector is a bug: it is logged
+with its traceback, ``/healthz`` fails from then on, and the exception ends the task
+group so the process exits non-zero and the kubelet restarts it. Retrying a bug would
+hide it behind green probes.
 """
 
 from __future__ import annotations
@@ -16,8 +22,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Self
 
@@ -78,6 +84,8 @@ class Daemon:
         self._background_scope = anyio.CancelScope()
         self._workers_done = anyio.Event()
         self._drained = anyio.Event()
+        #: Why the process is going down on a bug ("" while it is not).
+        self._crashed = ""
 
     # -- probes -------------------------------------------------------------------------
 
@@ -112,6 +120,8 @@ class Daemon:
 
     def health(self) -> tuple[bool, str]:
         """Unhealthy only when wedged: loop stalled, or a watch loop dead or silent."""
+        if self._crashed:
+            return False, self._crashed
         ok, why = self.monitor.check()
         if not ok:
             return ok, why
@@ -228,7 +238,7 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.monitor.run)
                 if self.elector is not None:
-                    await tg.start(self.elector.run)
+                    await tg.start(self._elect, self.elector)
                 task_status.started()
 
     async def _run_watchers(
@@ -237,7 +247,7 @@ class Daemon:
         with self._watch_scope:
             async with anyio.create_task_group() as tg:
                 for watcher in self.watchers:
-                    await tg.start(watcher.run)
+                    await tg.start(self._watch, watcher)
                 task_status.started()
 
     async def _run_workers(
@@ -249,10 +259,43 @@ class Daemon:
             with self._work_scope:
                 async with anyio.create_task_group() as tg:
                     for _ in range(self.config.max_in_flight):
-                        tg.start_soon(reaper.work, self.cache, self.queue)
+                        tg.start_soon(self._work, reaper)
                     task_status.started()
         finally:
             self._workers_done.set()
+
+    async def _elect(
+        self,
+        elector: LeaseElector,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        with self._crash_on_bug("lease elector"):
+            await elector.run(task_status=task_status)
+
+    async def _watch(
+        self,
+        watcher: Watcher,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        with self._crash_on_bug(f"watch loop of scope {watcher.state.label}"):
+            await watcher.run(task_status=task_status)
+
+    async def _work(self, reaper: Reaper) -> None:
+        with self._crash_on_bug("reaper worker"):
+            await reaper.work(self.cache, self.queue)
+
+    @contextmanager
+    def _crash_on_bug(self, task: str) -> Iterator[None]:
+        """Log a bug with its traceback and fail liveness; the exception goes on."""
+        try:
+            yield
+        except Exception as exc:
+            if not self._crashed:
+                self._crashed = f"{task} crashed: {type(exc).__name__}: {str(exc)[:200]}"
+            log.critical("daemon.crashed", task=task, error=repr(exc)[:500], exc_info=True)
+            raise
 
     async def drain(self) -> None:
         """Stop watching, finish what is due within the drain timeout, release the lease."""

@@ -28,6 +28,10 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: Status code used for failures that never reached an HTTP answer.
 TRANSPORT_ERROR = 0
 
+#: What the API server or the network can raise from a request: retried by callers.
+#: Any other exception from a request is a bug and must crash, never be retried.
+API_FAILURES = (ApiException, aiohttp.ClientError, TimeoutError, ConnectionError)
+
 
 @dataclass(frozen=True, slots=True)
 class ApiStatus:

@@ -37,7 +37,7 @@ from anyio.abc import TaskStatus
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from zombied.kube import TRANSPORT_ERROR, api_exception, api_status, rbac_rule, status_of
+from zombied.kube import API_FAILURES, TRANSPORT_ERROR, api_exception, rbac_rule, status_of
 
 #: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
 JITTER_FACTOR = 1.2
@@ -421,11 +421,10 @@ class LeaseElector:
                     )
                 async with response:
                     data = await response.read()
-        except Exception as exc:
-            status = None if isinstance(exc, ApiException) else api_status(exc)
-            if status is None:
-                raise
-            raise ApiException(status=0, reason=status.reason or type(exc).__name__) from exc
+        except ApiException:
+            raise
+        except API_FAILURES as exc:
+            raise ApiException(status=TRANSPORT_ERROR, reason=type(exc).__name__) from exc
         if not 200 <= response.status <= 299:
             raise api_exception(response, data)
         try:

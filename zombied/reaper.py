@@ -27,7 +27,14 @@ from kubernetes_asyncio import client
 
 from zombied import metrics
 from zombied.backoff import Backoff
-from zombied.kube import TRANSPORT_ERROR, ApiStatus, raise_for_status, rbac_rule, status_of
+from zombied.kube import (
+    API_FAILURES,
+    TRANSPORT_ERROR,
+    ApiStatus,
+    raise_for_status,
+    rbac_rule,
+    status_of,
+)
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
 from zombied.queue import QueueClosed, WorkQueue
@@ -193,6 +200,7 @@ class Reaper:
         leadership: Leadership | None = None,
         identity: str = COMPONENT,
         now: Callable[[], datetime] | None = None,
+        delete_timeout: float = _DELETE_TIMEOUT,
     ) -> None:
         # Typed as Any: with _preload_content=False the generated stubs' return types lie.
         self._core: Any = client.CoreV1Api(api)
@@ -201,6 +209,7 @@ class Reaper:
         self.dry_run = str(dry_run)
         self.leadership = leadership if leadership is not None else Leadership()
         self.identity = identity
+        self.delete_timeout = delete_timeout
         self._now = now if now is not None else (lambda: datetime.now(UTC))
         #: namespace -> missing RBAC rule, while deletes there answer 401/403.
         self.forbidden: dict[str, str] = {}
@@ -262,11 +271,11 @@ class Reaper:
                 pod.namespace,
                 body=body,
                 _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=_DELETE_TIMEOUT),
+                _request_timeout=aiohttp.ClientTimeout(total=self.delete_timeout),
             )
             async with response:
                 await raise_for_status(response)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
+        except API_FAILURES as exc:
             return outcome_for(status_of(exc))
         finally:
             metrics.delete_duration.observe(time.monotonic() - started)
@@ -344,7 +353,7 @@ class Reaper:
             )
             async with response:
                 await raise_for_status(response)
-        except Exception as exc:  # noqa: BLE001 - an audit Event is best effort
+        except API_FAILURES as exc:  # an audit Event is best effort, a bug is not
             status = status_of(exc)
             metrics.api_errors.labels(verb="create", code=str(status.code)).inc()
             if status.code in (401, 403):

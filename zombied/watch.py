@@ -30,12 +30,14 @@ from kubernetes_asyncio import client
 from zombied import metrics
 from zombied.backoff import Backoff
 from zombied.kube import (
+    API_FAILURES,
     TRANSPORT_ERROR,
     ApiStatus,
     api_status,
     raise_for_status,
     rbac_rule,
     status_from_object,
+    status_of,
 )
 from zombied.log import get_logger
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
@@ -368,7 +370,9 @@ class Watcher:
                 await self._watch()
             except _Gone:
                 need_list = self._relist()
-            except Exception as exc:  # noqa: BLE001 - every failure is retried with backoff
+            except (_StreamError, *API_FAILURES) as exc:
+                # Only what the API or the network can cause is retried; anything else
+                # is a bug and ends the loop (and the process) with its traceback.
                 status = api_status(exc)
                 if status is not None and status.code == 410:
                     # At watch start (or an expired LIST continue token) as an HTTP status.
@@ -385,10 +389,7 @@ class Watcher:
         return True
 
     async def _failed(self, exc: Exception, verb: str) -> None:
-        status = exc.status if isinstance(exc, _StreamError) else api_status(exc)
-        if status is None:
-            status = ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc)[:200])
-            self._log.error("watch.failed", verb=verb, error=repr(exc)[:500])
+        status = exc.status if isinstance(exc, _StreamError) else status_of(exc)
         metrics.api_errors.labels(verb=verb, code=str(status.code)).inc()
         if status.code in (401, 403):
             rule = rbac_rule(verb, "pods", self.scope.namespace)

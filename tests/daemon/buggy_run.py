@@ -1,0 +1,25 @@
+"""``python -m tests.daemon.buggy_run run ...``: ``zombied`` with a bug in pod classification.
+
+Classifying a pod whose name starts with ``bug`` raises ``TypeError``, as a programming
+error would; every other pod is classified as usual. Tests use it to check that zombied
+treats a bug as a crash (traceback, non-zero exit), never as a failure to retry.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from zombied import cli, watch
+from zombied.rules import classify as real_classify
+
+
+def classify(pod: Any, *args: Any, **kwargs: Any) -> Any:
+    if pod.name.startswith("bug"):
+        raise TypeError("injected bug in classification")
+    return real_classify(pod, *args, **kwargs)
+
+
+if __name__ == "__main__":
+    watch.classify = classify
+    sys.exit(cli.main())

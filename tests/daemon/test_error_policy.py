@@ -1,0 +1,125 @@
+"""One error policy: what the API or the network causes is retried, a bug is a crash."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from zombied.daemon import Daemon
+from zombied.kube import open_api_client
+from zombied.pod import parse_pod
+from zombied.reaper import Action, Reaper
+
+from kubesim import Simulator
+from tests.daemon.buggy_run import classify as buggy_classify
+from tests.daemon.capture import captured_logs
+from tests.daemon.conftest import ConfigFactory
+from tests.daemon.pods import zombie
+from tests.helpers import eventually
+
+
+def _events(output: bytes) -> list[dict[str, Any]]:
+    events = []
+    for line in output.decode(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            events.append(record)
+    return events
+
+
+@pytest.mark.subprocess
+async def test_a_bug_in_classification_ends_the_process_non_zero(
+    sim: Simulator, kubeconfig: Path, tmp_path: Path
+) -> None:
+    sim.store.create("pods", zombie("fine"))
+    log_path = tmp_path / "zombied.log"
+    with log_path.open("wb") as log_file:
+        process = await anyio.open_process(
+            [
+                sys.executable,
+                "-m",
+                "tests.daemon.buggy_run",
+                "run",
+                f"--kubeconfig={kubeconfig}",
+                "--listen=127.0.0.1:0",
+                "--min-age=0s",
+                "--log-format=json",
+            ],
+            stdout=log_file,
+            stderr=log_file,
+        )
+        async with process:
+            await eventually(lambda: sim.store.get("pods", "team-a", "fine") is None, timeout=30)
+            sim.store.create("pods", zombie("bug-1"))
+            with anyio.fail_after(15):
+                code = await process.wait()
+    assert code not in (0, None)
+    events = _events(log_path.read_bytes())
+    (crash,) = [e for e in events if e.get("event") == "daemon.crashed"]
+    assert "TypeError: injected bug in classification" in crash["exception"]
+    assert not [e for e in events if e.get("event") in ("watch.error", "pod.delete_failed")]
+    assert sim.store.get("pods", "team-a", "bug-1") is not None
+
+
+async def test_a_bug_fails_liveness_and_ends_the_daemon(
+    sim: Simulator, config: ConfigFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("zombied.watch.classify", buggy_classify)
+    with captured_logs() as logs, pytest.raises(ExceptionGroup) as raised:  # noqa: PT012
+        async with Daemon(config()) as daemon:
+            await eventually(daemon.ready)
+            assert daemon.healthy()
+            sim.store.create("pods", zombie("bug-1"))
+            with anyio.fail_after(10):
+                await anyio.sleep_forever()
+    assert raised.group_contains(TypeError, match="injected bug")
+    assert not daemon.healthy()
+    assert "TypeError" in daemon.health()[1]
+    assert [e["task"] for e in logs if e["event"] == "daemon.crashed"] == [
+        "watch loop of scope _cluster"
+    ]
+    assert not [e for e in logs if e["event"] == "watch.error"]
+
+
+async def test_a_500_on_delete_is_retried(sim: Simulator, config: ConfigFactory) -> None:
+    sim.faults.add_error("delete", "pods", status=500, count=2)
+    sim.store.create("pods", zombie("flaky"))
+    with captured_logs() as logs:
+        async with Daemon(config()) as daemon:
+            await eventually(lambda: sim.store.get("pods", "team-a", "flaky") is None)
+            assert daemon.healthy()
+    failed = [e for e in logs if e["event"] == "pod.delete_failed"]
+    assert [e["code"] for e in failed] == [500, 500]
+
+
+async def test_a_timed_out_delete_is_retried(sim: Simulator, kubeconfig: Path) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("slow")))
+    slow = sim.faults.add_latency("delete", "pods", 5.0)
+    async with open_api_client(str(kubeconfig), None) as api:
+        reaper = Reaper(api, delete_timeout=0.2)
+        outcome = await reaper.delete(snapshot, "node-shutdown")
+        assert (outcome.code, outcome.action) == (0, Action.BACKOFF)
+        sim.faults.remove(slow)
+        again = await reaper.delete(snapshot, "node-shutdown")
+    assert again.outcome == "deleted"
+
+
+async def test_a_failing_watch_is_retried(sim: Simulator, config: ConfigFactory) -> None:
+    sim.faults.add_error("list", "pods", status=500, count=1)
+    sim.faults.add_error("watch", "pods", status=503, count=1)
+    sim.store.create("pods", zombie("z"))
+    with captured_logs() as logs:
+        async with Daemon(config()) as daemon:
+            await eventually(lambda: sim.store.get("pods", "team-a", "z") is None)
+            sim.store.create("pods", zombie("after"))
+            await eventually(lambda: sim.store.get("pods", "team-a", "after") is None)
+            assert daemon.healthy()
+    errors = [(e["verb"], e["code"]) for e in logs if e["event"] == "watch.error"]
+    assert errors == [("list", 500), ("watch", 503)]

@@ -31,14 +31,14 @@ import anyio
 import kubernetes_asyncio
 
 from zombied import __version__, metrics
+from zombied.cache import PodCache
 from zombied.http import HttpServer, LoopMonitor
-from zombied.kube import open_api_client, own_namespace
-from zombied.leader import LeaseElector, default_identity
+from zombied.kube import open_api_client, own_namespace, pool_size
+from zombied.leader import Leadership, LeaseElector, default_identity
 from zombied.log import get_logger
 from zombied.queue import WorkQueue
-from zombied.reaper import Leadership, Reaper
-from zombied.rules import is_due
-from zombied.watch import PodCache, Watcher, scopes_for
+from zombied.reaper import Reaper
+from zombied.watch import Watcher, scopes_for
 
 if TYPE_CHECKING:
     from kubernetes_asyncio import client
@@ -64,9 +64,9 @@ class Daemon:
         self.config = config
         self.identity = identity or default_identity()
         self.queue: WorkQueue[str] = WorkQueue(
-            on_depth=metrics.queue_depth.set, on_wait=metrics.queue_wait.observe
+            on_depth=metrics.queue_depth_changed, on_wait=metrics.queue_waited
         )
-        self.cache = PodCache(config.rules, self.queue)
+        self.cache = PodCache(config.rules, self.queue, on_zombies=metrics.zombies_known_changed)
         self.scopes = scopes_for(config.namespaces, config.exclude_namespaces)
         self.leadership = Leadership(leading=not config.leader_elect)
         self.monitor = LoopMonitor()
@@ -143,10 +143,7 @@ class Daemon:
 
     def _before_scrape(self) -> None:
         now = time.monotonic()
-        for watcher in self.watchers:
-            metrics.watch_last_event_age.labels(scope=watcher.state.label).set(
-                max(0.0, now - watcher.state.last_event)
-            )
+        metrics.watch_ages({w.state.label: now - w.state.last_event for w in self.watchers})
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -155,11 +152,12 @@ class Daemon:
         stack = AsyncExitStack()
         await stack.__aenter__()
         try:
-            # Every watch holds a connection for minutes; deletes, Events and the lease
-            # need theirs on top, or a delete would wait behind a watch for a socket.
-            pool = len(self.scopes) + 2 * config.max_in_flight + 4
             api = await stack.enter_async_context(
-                open_api_client(config.kubeconfig, config.context, pool_size=pool)
+                open_api_client(
+                    config.kubeconfig,
+                    config.context,
+                    pool_size=pool_size(watches=len(self.scopes), workers=config.max_in_flight),
+                )
             )
             self._build(api)
             self.http = await stack.enter_async_context(
@@ -206,16 +204,13 @@ class Daemon:
                 lease_duration=config.lease_duration,
                 renew_deadline=config.renew_deadline,
                 retry_period=config.retry_period,
-                on_change=self.leadership.set,
+                leadership=self.leadership,
             )
-            elector = self.elector
-            self.leadership.check = lambda: elector.is_leader
         self.reaper = Reaper(
             api,
             qps=config.qps,
             burst=config.burst,
-            max_in_flight=config.max_in_flight,
-            dry_run=str(config.dry_run),
+            dry_run=config.dry_run,
             leadership=self.leadership,
             identity=self.identity,
         )
@@ -304,7 +299,7 @@ class Daemon:
             return
         self.draining = True
         started = time.monotonic()
-        due = self._due_now()
+        due = self.cache.due_now()
         log.info("daemon.draining", due=due, timeout_s=self.config.drain_timeout)
         with anyio.CancelScope(shield=True):
             self._watch_scope.cancel()
@@ -327,10 +322,6 @@ class Daemon:
             duration_s=round(time.monotonic() - started, 3),
         )
         self._drained.set()
-
-    def _due_now(self) -> int:
-        now = self.cache.now()
-        return sum(is_due(entry.verdict, now) for entry in self.cache.entries())
 
     async def __aexit__(
         self,

@@ -61,6 +61,15 @@ def own_namespace() -> str | None:
         return None
 
 
+def pool_size(*, watches: int, workers: int) -> int:
+    """Connections an ApiClient needs so that no request waits for a socket.
+
+    Every watch holds a connection for minutes; each delete worker needs one for its
+    DELETE and one for the Event after it; the lease and a spare take the rest.
+    """
+    return watches + 2 * workers + 4
+
+
 @asynccontextmanager
 async def open_api_client(
     kubeconfig: str | None = None,

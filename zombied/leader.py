@@ -13,9 +13,14 @@ lease_duration``): there is never a moment with two deleters. On shutdown the le
 clears the holder so a standby takes over at its next retry instead of after a full
 lease duration.
 
-It must never decide what leadership is used for (the daemon gates the reaper on
-:attr:`LeaseElector.is_leader`), never raise for API errors (they are logged once per
-kind and retried), and never use the wall clock for local timing.
+It also owns `Leadership`, the one object that says whether this replica may act now,
+wakes those waiting for it and cancels the deletes in flight when a term ends. The
+elector is its only writer; a term ends by itself at the renew deadline, so a replica
+whose renewals hang stops acting on time even before the elector's loop notices.
+
+It must never decide what leadership is used for (the reaper asks `Leadership`), never
+raise for API errors (they are logged once per kind and retried), and never use the
+wall clock for local timing.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import os
 import random
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +43,7 @@ from anyio.abc import TaskStatus
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from zombied import metrics
 from zombied.kube import API_FAILURES, TRANSPORT_ERROR, api_exception, rbac_rule, status_of
 
 #: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
@@ -66,12 +73,111 @@ def micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class Leadership:
+    """Whether this replica may act now, who waits for that, and what to stop on loss.
+
+    ``Leadership()`` leads for good (no election). A `LeaseElector` given
+    ``Leadership(False)`` is its only writer, through `begin_term`, `extend` and
+    `end_term`; a term also ends by itself at its deadline (the renew deadline).
+    """
+
+    def __init__(self, leading: bool = True) -> None:
+        self._in_term = leading
+        self._until = math.inf
+        self._changed: anyio.Event | None = None
+        self._acting: set[anyio.CancelScope] = set()
+        #: Loop times of the start of the last term and of the end of the last term.
+        self.gained_at: float | None = None
+        self.lost_at: float | None = None
+        #: Terms begun so far.
+        self.terms = 0
+        metrics.leading(leading, changed=False)
+
+    @property
+    def leading(self) -> bool:
+        """True while a term runs and its deadline has not passed."""
+        if not self._in_term:
+            return False
+        try:
+            now = anyio.current_time()
+        except RuntimeError:  # read outside the event loop: the flag is all we have
+            return True
+        return now < self._until
+
+    @property
+    def in_flight(self) -> int:
+        """Actions (deletes) running under `acting` right now."""
+        return len(self._acting)
+
+    async def wait(self) -> None:
+        """Return once leading (at once if leading now)."""
+        while not self.leading:
+            # A term past its deadline but not yet ended is followed by end_term at once;
+            # every change wakes us to look again.
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    @contextmanager
+    def acting(self) -> Iterator[anyio.CancelScope]:
+        """A cancel scope for one action, cancelled the moment the term ends.
+
+        Check `leading` first: a request may leave before a cancelled scope is noticed.
+        """
+        with anyio.CancelScope() as scope:
+            if not self.leading:
+                scope.cancel()
+            self._acting.add(scope)
+            try:
+                yield scope
+            finally:
+                self._acting.discard(scope)
+
+    # -- the elector's side -------------------------------------------------------------
+
+    def begin_term(self, until: float) -> None:
+        """A term starts now and lasts until loop time ``until`` unless extended."""
+        self._until = until
+        if not self._in_term:
+            self._in_term = True
+            self._changed_now()
+
+    def extend(self, until: float) -> None:
+        """A renewal moved the end of the running term to ``until``."""
+        self._until = until
+
+    def end_term(self) -> None:
+        """The term is over: stop every action in flight, wake the waiters."""
+        if not self._in_term:
+            return
+        self._in_term = False
+        for scope in list(self._acting):
+            scope.cancel()
+        self._changed_now()
+
+    @property
+    def in_term(self) -> bool:
+        """A term began and has not been ended (its deadline may have passed)."""
+        return self._in_term
+
+    def _changed_now(self) -> None:
+        now = anyio.current_time()
+        if self._in_term:
+            self.terms += 1
+            self.gained_at = now
+        else:
+            self.lost_at = now
+        metrics.leading(self._in_term, changed=True)
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+
 class LeaseElector:
-    """Campaign for, hold and release one Lease; :attr:`is_leader` says who may act.
+    """Campaign for, hold and release one Lease; its `Leadership` says when we may act.
 
     Run :meth:`run` in a task group; it returns only when cancelled, after releasing
-    the lease if held. ``on_change(True/False)`` is called synchronously on every gain
-    and loss of leadership and must not raise or block.
+    the lease if held.
     """
 
     def __init__(
@@ -84,7 +190,7 @@ class LeaseElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
-        on_change: Callable[[bool], None] | None = None,
+        leadership: Leadership | None = None,
     ) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError(
@@ -101,14 +207,12 @@ class LeaseElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.request_timeout = retry_period * REQUEST_TIMEOUT_FACTOR
-        self._on_change = on_change
+        self.leadership = leadership if leadership is not None else Leadership(False)
         self._log = structlog.get_logger(lease=f"{namespace}/{name}", identity=identity)
         self._rng = random.Random()
         # One write at a time: a release must not race a renewal of the same version.
         self._lock = anyio.Lock()
-        self._leading = False
         self._released = False
-        self._became_leader = anyio.Event()
         # Loop time of the start of the last successful write while leading.
         self._renewed_at = -math.inf
         # The last lease object the server returned, and the record it held.
@@ -126,28 +230,9 @@ class LeaseElector:
     # -- public surface -------------------------------------------------------------
 
     @property
-    def is_leader(self) -> bool:
-        """True while we hold the lease and the renew deadline has not passed."""
-        if not self._leading:
-            return False
-        try:
-            now = anyio.current_time()
-        except RuntimeError:  # read outside the event loop: the loop's own flag is all we have
-            return True
-        return now < self._renewed_at + self.renew_deadline
-
-    @property
     def holder(self) -> str:
         """The holder identity we last observed on the lease ("" when free or unknown)."""
         return self._observed_holder
-
-    async def wait_until_leader(self) -> None:
-        """Return once this replica leads (immediately if it already does)."""
-        while not self.is_leader:
-            await self._became_leader.wait()
-            # The event of a past term may still be set; loop until leading *now*.
-            if not self.is_leader:
-                await anyio.lowlevel.checkpoint()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Campaign and lead until cancelled; release the lease on the way out."""
@@ -157,7 +242,7 @@ class LeaseElector:
                 await self._acquire()
                 await self._lead()
         finally:
-            if self._leading or self._unanswered is not None:
+            if self.leadership.in_term or self._unanswered is not None:
                 with anyio.CancelScope(shield=True):
                     await self._release(reason="shutdown")
 
@@ -182,7 +267,7 @@ class LeaseElector:
 
     async def _lead(self) -> None:
         """Renew every retry period; return once leadership is lost."""
-        while self._leading:
+        while self.leadership.in_term:
             with anyio.CancelScope(deadline=self._renewed_at + self.renew_deadline) as term:
                 await anyio.sleep(self.retry_period)
                 while not await self._try_acquire_or_renew():
@@ -202,7 +287,7 @@ class LeaseElector:
             if self._released:
                 return False
             started = anyio.current_time()
-            if self._leading and self._lease is not None:
+            if self.leadership.in_term and self._lease is not None:
                 # Fast path: renew against the version we wrote last; a 409 means it
                 # changed under us, so fall back to reading it.
                 try:
@@ -298,20 +383,18 @@ class LeaseElector:
         if self._released:
             return  # release() is waiting for the lock and clears the holder next
         self._renewed_at = started
-        if self._leading:
+        if self.leadership.in_term:
+            self.leadership.extend(started + self.renew_deadline)
             self._log.debug("leader.renewed")
             return
         previous = self._previous_holder
-        self._leading = True
-        self._became_leader.set()
+        self.leadership.begin_term(started + self.renew_deadline)
         spec = _spec(lease)
         self._log.info(
             "leader.acquired",
             previous_holder=previous or None,
             transitions=spec.get("leaseTransitions"),
         )
-        if self._on_change is not None:
-            self._on_change(True)
 
     def _observe(self, lease: dict[str, Any], *, at: float | None = None) -> None:
         """Remember the record; restart its expiry clock whenever it changed."""
@@ -334,7 +417,7 @@ class LeaseElector:
             self._observed_holder = holder
             if holder != self.identity:
                 self._log.info("leader.observed", holder=holder or None)
-        if self._leading and holder != self.identity:
+        if self.leadership.in_term and holder != self.identity:
             reason = "lease taken by another holder" if holder else "lease cleared by someone"
             self._stop_leading(reason, holder=holder or None)
 
@@ -342,16 +425,10 @@ class LeaseElector:
         return anyio.current_time() >= self._observed_at + self._observed_duration
 
     def _stop_leading(self, reason: str, **details: object) -> None:
-        if not self._leading:
+        if not self.leadership.in_term:
             return
         self._log.warning("leader.lost", reason=reason, **details)
-        self._step_down()
-
-    def _step_down(self) -> None:
-        self._leading = False
-        self._became_leader = anyio.Event()
-        if self._on_change is not None:
-            self._on_change(False)
+        self.leadership.end_term()
 
     async def _release(self, *, reason: str) -> None:
         """Clear the holder (client-go: empty holder, 1 s duration, renewTime kept).
@@ -361,10 +438,10 @@ class LeaseElector:
         release lands and the late write fails with 409, or the write had landed and the
         release meets a 409, re-reads and clears our own holder.
         """
-        was_leading = self._leading
+        was_leading = self.leadership.in_term
         if was_leading:
             # Stop acting before the write: the lease is up for grabs the moment it lands.
-            self._step_down()
+            self.leadership.end_term()
         timeout = max(2 * self.request_timeout, 1.0)
         with anyio.move_on_after(timeout) as scope:
             async with self._lock:

@@ -16,8 +16,6 @@ from typing import Any, TextIO
 
 import structlog
 
-LEVELS = ("debug", "info", "warning", "error", "critical")
-
 #: Libraries that log at INFO about every request; their noise is kept at WARNING.
 _QUIET_LOGGERS = ("aiohttp.access", "kubernetes_asyncio")
 

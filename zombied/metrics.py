@@ -1,13 +1,17 @@
-"""Prometheus metrics of zombied, defined once, at module level.
+"""Prometheus metrics of zombied, defined once, at module level, and the one way to record.
 
 This module owns every metric object and its help text; the README's metrics reference is
-generated from :func:`reference`. Label values are bounded sets (rule, outcome, scope,
-verb, status code): pod names and uids never become labels, because they would grow the
-series count with every pod ever reaped. Nothing here does I/O or keeps state besides the
-metric objects themselves.
+generated from :func:`reference`. The objects are private: the rest of zombied records
+what happened through the functions below (a delete answered, a watch restarted, a
+leadership change...), called from a few named places, so every series has one writer.
+Label values are bounded sets (rule, outcome, scope, verb, status code): pod names and
+uids never become labels, because they would grow the series count with every pod ever
+reaped. Nothing here does I/O or keeps state besides the metric objects themselves.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.metrics import MetricWrapperBase
@@ -20,86 +24,86 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 #: Every outcome a delete attempt can have, as counted in ``zombied_pods_reaped_total``.
 OUTCOMES = ("deleted", "gone", "conflict", "dry_run", "error")
 
-pods_reaped = Counter(
+_pods_reaped = Counter(
     "zombied_pods_reaped",
     "Delete attempts on zombie pods, by the rule that matched and the outcome "
     "(deleted, gone, conflict, dry_run, error).",
     ["rule", "outcome"],
 )
-delete_duration = Histogram(
+_delete_duration = Histogram(
     "zombied_delete_duration_seconds",
     "Duration of DELETE requests for zombie pods, including the wait for the answer.",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
-queue_depth = Gauge(
+_queue_depth = Gauge(
     "zombied_queue_depth",
     "Keys waiting in the work queue, due or not yet due.",
 )
-queue_wait = Histogram(
+_queue_wait = Histogram(
     "zombied_queue_wait_seconds",
     "Time a key waited in the work queue between becoming due and being handed to a worker.",
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0),
 )
-watch_restarts = Counter(
+_watch_restarts = Counter(
     "zombied_watch_restarts",
     "Watch requests started again after the previous one ended (expiry, error or cut), by scope.",
     ["scope"],
 )
-watch_relists = Counter(
+_watch_relists = Counter(
     "zombied_watch_relists",
     "Full relists after the API server answered 410 Gone (history compacted), by scope.",
     ["scope"],
 )
-api_errors = Counter(
+_api_errors = Counter(
     "zombied_api_errors",
     "Failed API requests, by verb and HTTP status code (0 for transport failures).",
     ["verb", "code"],
 )
-zombies_known = Gauge(
+_zombies_known = Gauge(
     "zombied_zombies_known",
     "Pods in the cache that match a rule (due or not yet due) and are not yet deleted.",
 )
-watch_last_event_age = Gauge(
+_watch_last_event_age = Gauge(
     "zombied_watch_last_event_age_seconds",
     "Seconds since the watch of a scope last received an event or (re)connected; "
     "computed at scrape time.",
     ["scope"],
 )
-build_info = Gauge(
+_build_info = Gauge(
     "zombied_build_info",
     "Always 1; the version label says which zombied is running.",
     ["version"],
 )
-leader = Gauge(
+_leader = Gauge(
     "zombied_leader",
     "1 while this replica holds the lease and may delete (always 1 without leader election).",
 )
-leader_transitions = Counter(
+_leader_transitions = Counter(
     "zombied_leader_transitions",
     "Times this replica gained or lost leadership.",
 )
-scope_synced = Gauge(
+_scope_synced = Gauge(
     "zombied_scope_synced",
     "1 once the first LIST of a scope completed, 0 before or while it is forbidden.",
     ["scope"],
 )
 
-build_info.labels(version=__version__).set(1)
+_build_info.labels(version=__version__).set(1)
 
 _ALL: tuple[MetricWrapperBase, ...] = (
-    pods_reaped,
-    delete_duration,
-    queue_depth,
-    queue_wait,
-    watch_restarts,
-    watch_relists,
-    api_errors,
-    zombies_known,
-    watch_last_event_age,
-    build_info,
-    leader,
-    leader_transitions,
-    scope_synced,
+    _pods_reaped,
+    _delete_duration,
+    _queue_depth,
+    _queue_wait,
+    _watch_restarts,
+    _watch_relists,
+    _api_errors,
+    _zombies_known,
+    _watch_last_event_age,
+    _build_info,
+    _leader,
+    _leader_transitions,
+    _scope_synced,
 )
 
 
@@ -113,3 +117,68 @@ def reference() -> list[tuple[str, str, tuple[str, ...], str]]:
         labels = tuple(str(label) for label in metric._labelnames)
         rows.append((name, family.type, labels, family.documentation))
     return rows
+
+
+# -- recording: the only writers of the series above ------------------------------------
+
+
+def delete_answered(rule: str, outcome: str, code: int, seconds: float | None) -> None:
+    """One delete attempt ended with ``outcome`` (HTTP ``code``; 0 transport) after ``seconds``.
+
+    ``seconds`` is None when no request was sent (client-side dry run).
+    """
+    _pods_reaped.labels(rule=rule, outcome=outcome).inc()
+    if seconds is not None:
+        _delete_duration.observe(seconds)
+    if code not in (200, 404, 409):
+        api_failed("delete", code)
+
+
+def api_failed(verb: str, code: int) -> None:
+    """A request failed with HTTP status ``code`` (0: no answer)."""
+    _api_errors.labels(verb=verb, code=str(code)).inc()
+
+
+def queue_depth_changed(depth: int) -> None:
+    """The work queue holds ``depth`` keys, due or not."""
+    _queue_depth.set(depth)
+
+
+def queue_waited(seconds: float) -> None:
+    """A key was handed to a worker ``seconds`` after it became due."""
+    _queue_wait.observe(seconds)
+
+
+def zombies_known_changed(count: int) -> None:
+    """The cache holds ``count`` zombies, due or not."""
+    _zombies_known.set(count)
+
+
+def scope_started(scope: str) -> None:
+    """A watch loop for ``scope`` exists (and has not listed yet)."""
+    _scope_synced.labels(scope=scope).set(0)
+
+
+def scope_synced(scope: str, synced: bool) -> None:
+    """The scope's cache is (or no longer is, e.g. forbidden) in step with a LIST."""
+    _scope_synced.labels(scope=scope).set(1 if synced else 0)
+
+
+def watch_restarted(scope: str, *, relist: bool = False) -> None:
+    """A watch of ``scope`` ended and starts again; ``relist`` after a 410 Gone."""
+    if relist:
+        _watch_relists.labels(scope=scope).inc()
+    _watch_restarts.labels(scope=scope).inc()
+
+
+def watch_ages(ages: Mapping[str, float]) -> None:
+    """Seconds since each scope's watch last saw an event (at scrape time)."""
+    for scope, age in ages.items():
+        _watch_last_event_age.labels(scope=scope).set(max(0.0, age))
+
+
+def leading(now: bool, *, changed: bool) -> None:
+    """This replica leads (or not); ``changed`` counts a gain or loss."""
+    _leader.set(1 if now else 0)
+    if changed:
+        _leader_transitions.inc()

@@ -3,10 +3,13 @@
 It owns the bookkeeping that keeps deletes safe under concurrency: a key is queued
 at most once, a key being processed is never handed to a second worker, and a key
 re-added while it is processing is remembered ("dirty") and handed out again after
-`WorkQueue.done`. Keys wait in a heap until their due time. Time is the event loop's
-clock (``loop.time()``), so tests run on fake time. It must never import metrics
-code: depth and wait time leave through the callbacks given to the constructor.
-It holds keys only, never pod data: workers look up the newest snapshot themselves.
+`WorkQueue.done`. Keys wait in a heap until their due time. Like client-go's
+rate-limiting queue it also owns per-key retry backoff: a worker only says "this key
+failed" (`WorkQueue.add_rate_limited`) or "this key is done" (`WorkQueue.forget`). Time
+is the event loop's clock (``loop.time()``), so tests run on fake time. It must never
+import metrics code: depth and wait time leave through the callbacks given to the
+constructor. It holds keys only, never pod data: workers look up the newest snapshot
+themselves.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import itertools
 import math
 from collections.abc import Callable, Hashable
 from typing import Final, Generic, TypeVar
+
+from zombied.backoff import Backoff
 
 __all__ = ["QueueClosed", "WorkQueue"]
 
@@ -37,6 +42,7 @@ class WorkQueue(Generic[K]):
     while processing); keys being processed are counted by ``processing``.
     ``on_depth(n)`` is called whenever the depth changes and ``on_wait(seconds)``
     each time a key is handed out, with the time between its due time and now.
+    ``backoff()`` makes the retry backoff of one key at its first failure.
     """
 
     def __init__(
@@ -44,9 +50,12 @@ class WorkQueue(Generic[K]):
         *,
         on_depth: Callable[[int], None] | None = None,
         on_wait: Callable[[float], None] | None = None,
+        backoff: Callable[[], Backoff] = Backoff,
     ) -> None:
         self._on_depth = on_depth
         self._on_wait = on_wait
+        self._new_backoff = backoff
+        self._failures: dict[K, Backoff] = {}
         self._due: dict[K, tuple[float, int]] = {}
         self._heap: list[tuple[float, int, K]] = []
         self._dirty: dict[K, float] = {}
@@ -84,6 +93,16 @@ class WorkQueue(Generic[K]):
         """Whether a worker holds ``key`` right now."""
         return key in self._processing
 
+    def num_requeues(self, key: K) -> int:
+        """Failures of ``key`` counted by `add_rate_limited` since it was last forgotten."""
+        backoff = self._failures.get(key)
+        return 0 if backoff is None else backoff.failures
+
+    @property
+    def retrying(self) -> int:
+        """Keys with failures counted (each holds a little backoff state)."""
+        return len(self._failures)
+
     def due_at(self, key: K) -> float | None:
         """Loop time at which a waiting ``key`` becomes due, or None if not waiting."""
         if key in self._due:
@@ -110,11 +129,23 @@ class WorkQueue(Generic[K]):
             self._push(key, due)
         self._notify()
 
+    def add_rate_limited(self, key: K) -> None:
+        """Count a failure of ``key`` and queue it again after its backoff delay."""
+        backoff = self._failures.get(key)
+        if backoff is None:
+            backoff = self._failures[key] = self._new_backoff()
+        self.add(key, backoff.next(_now()))
+
     def forget(self, key: K) -> None:
-        """Drop ``key`` from waiting (and a pending re-add); used when the pod is gone.
+        """Stop counting failures of ``key``: it succeeded or will never be retried."""
+        self._failures.pop(key, None)
+
+    def discard(self, key: K) -> None:
+        """Drop ``key`` from waiting, a pending re-add and its failures: the pod is gone.
 
         A worker processing the key keeps it until `done`.
         """
+        self._failures.pop(key, None)
         removed = self._due.pop(key, None) is not None
         removed = self._dirty.pop(key, None) is not None or removed
         if removed:

@@ -1,14 +1,16 @@
 """Deleting zombies: one careful DELETE per due key, and what each answer means.
 
 This module owns the only code path that deletes pods. `Reaper.delete` is that path,
-shared by the daemon's workers and ``zombied scan --delete``: it waits for a token of
-the global bucket and a free in-flight slot, checks leadership last, sends DELETE with
-``preconditions.uid`` (so a StatefulSet pod recreated under the same name is never hit)
-and optionally ``dryRun=All``, then maps the answer through the pure `outcome_for`,
-counts, logs one decision line and records a ``Reaped`` Event. The workers re-evaluate
-the newest snapshot before every delete: the pod may be gone, replaced or no longer a
-zombie since it was queued. It must never delete without a uid precondition, and never
-while this replica is not the leader.
+shared by the daemon's workers and ``zombied scan --delete`` (whose worker counts cap
+the requests in flight): it waits for a token of the global bucket, checks leadership
+last, sends DELETE with ``preconditions.uid`` (so a StatefulSet pod recreated under the
+same name is never hit) and optionally ``dryRun=All``, then maps the answer through the
+pure `outcome_for`, counts, logs one decision line and records a ``Reaped`` Event
+(`Reaper.emit_event`, best effort). The workers run the cache's `PodCache.evaluate` on
+the newest snapshot before every delete (the pod may be gone, replaced or no longer a
+zombie since it was queued) and tell the queue whether the key failed or is done; the
+queue owns the retry backoff. It must never delete without a uid precondition, and
+never while this replica is not the leader.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from enum import StrEnum
 from typing import Any, Final
 
 import aiohttp
-import anyio
 import structlog
 from kubernetes_asyncio import client
 
 from zombied import metrics
-from zombied.backoff import Backoff
+from zombied.cache import PodCache
+from zombied.config import DryRun
 from zombied.kube import (
     API_FAILURES,
     TRANSPORT_ERROR,
@@ -35,16 +37,14 @@ from zombied.kube import (
     rbac_rule,
     status_of,
 )
+from zombied.leader import Leadership
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
 from zombied.queue import QueueClosed, WorkQueue
 from zombied.ratelimit import TokenBucket
-from zombied.rules import classify
-from zombied.watch import PodCache
 
 __all__ = [
     "Action",
-    "Leadership",
     "Outcome",
     "Reaper",
     "outcome_for",
@@ -130,62 +130,6 @@ def delete_options(pod: PodSnapshot, *, dry_run: bool) -> dict[str, Any]:
     return body
 
 
-class Leadership:
-    """Whether this replica may delete, and the in-flight deletes to stop on loss.
-
-    ``check`` is an extra predicate read before every delete (the elector's own
-    renew-deadline view), so leadership that lapses between two callbacks still stops
-    deleting.
-    """
-
-    def __init__(self, leading: bool = True, check: Callable[[], bool] | None = None) -> None:
-        self._leading = leading
-        self.check = check
-        self._changed = anyio.Event()
-        self._in_flight: set[anyio.CancelScope] = set()
-        metrics.leader.set(1 if leading else 0)
-
-    @property
-    def leading(self) -> bool:
-        """True when deletes are allowed right now."""
-        return self._leading and (self.check is None or self.check())
-
-    def set(self, leading: bool) -> None:
-        """Record a gain or loss; a loss cancels every delete in flight at once."""
-        if leading == self._leading:
-            return
-        self._leading = leading
-        metrics.leader.set(1 if leading else 0)
-        metrics.leader_transitions.inc()
-        if not leading:
-            for scope in list(self._in_flight):
-                scope.cancel()
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def wait(self) -> None:
-        """Return once leading."""
-        while not self.leading:
-            if self._leading:
-                # The elector's view lapsed but no callback came yet: poll briefly.
-                await anyio.sleep(0.1)
-                continue
-            await self._changed.wait()
-
-    @property
-    def in_flight(self) -> int:
-        """Deletes sent and not yet answered."""
-        return len(self._in_flight)
-
-    def track(self, scope: anyio.CancelScope) -> None:
-        """Cancel ``scope`` if leadership is lost while it runs."""
-        self._in_flight.add(scope)
-
-    def untrack(self, scope: anyio.CancelScope) -> None:
-        """Stop tracking a finished delete."""
-        self._in_flight.discard(scope)
-
-
 class Reaper:
     """Rate-limited, precondition-guarded deletes, and the workers that drive them."""
 
@@ -195,8 +139,7 @@ class Reaper:
         *,
         qps: float = 5.0,
         burst: int = 10,
-        max_in_flight: int = 4,
-        dry_run: str = "off",
+        dry_run: DryRun = DryRun.OFF,
         leadership: Leadership | None = None,
         identity: str = COMPONENT,
         now: Callable[[], datetime] | None = None,
@@ -205,8 +148,7 @@ class Reaper:
         # Typed as Any: with _preload_content=False the generated stubs' return types lie.
         self._core: Any = client.CoreV1Api(api)
         self.bucket = TokenBucket(qps, burst)
-        self._slots = anyio.Semaphore(max(1, max_in_flight))
-        self.dry_run = str(dry_run)
+        self.dry_run = dry_run
         self.leadership = leadership if leadership is not None else Leadership()
         self.identity = identity
         self.delete_timeout = delete_timeout
@@ -214,7 +156,6 @@ class Reaper:
         #: namespace -> missing RBAC rule, while deletes there answer 401/403.
         self.forbidden: dict[str, str] = {}
         self._events_forbidden: set[str] = set()
-        self._backoffs: dict[str, Backoff] = {}
 
     # -- the one delete path ----------------------------------------------------------
 
@@ -223,7 +164,6 @@ class Reaper:
     ) -> Outcome:
         """Delete ``pod`` (matched by ``rule``) once and report what happened."""
         since = since or pod.terminated_at
-        age = (self._now() - since).total_seconds() if since is not None else None
         fields: dict[str, Any] = {
             "namespace": pod.namespace,
             "pod": pod.name,
@@ -231,31 +171,25 @@ class Reaper:
             "rule": rule,
             "node": pod.node,
         }
-        if age is not None:
-            fields["age_s"] = round(age, 3)
+        if since is not None:
+            fields["age_s"] = round((self._now() - since).total_seconds(), 3)
         with structlog.contextvars.bound_contextvars(**fields):
-            if self.dry_run == "client":
-                metrics.pods_reaped.labels(rule=rule, outcome=DRY_RUN.outcome).inc()
+            if self.dry_run is DryRun.CLIENT:
+                metrics.delete_answered(rule, DRY_RUN.outcome, DRY_RUN.code, None)
                 log.info(DRY_RUN.event, mode="client", reason=pod.reason)
                 return DRY_RUN
-            outcome = await self._send(pod)
-            self._record(pod, rule, outcome)
-            if outcome is DELETED:
-                await self._emit_event(pod, rule)
-            return outcome
-
-    async def _send(self, pod: PodSnapshot) -> Outcome:
-        async with self._slots:
             await self.bucket.acquire()
-            if not self.leadership.leading:
-                return ABANDONED
-            with anyio.CancelScope() as cancel:
-                self.leadership.track(cancel)
-                try:
-                    return await self._request(pod)
-                finally:
-                    self.leadership.untrack(cancel)
-            return ABANDONED
+            outcome = ABANDONED
+            started = time.monotonic()
+            # Leadership is checked last, after the wait for a token, and a term that
+            # ends while the request is out cancels it.
+            if self.leadership.leading:
+                with self.leadership.acting():
+                    outcome = await self._request(pod)
+            self._record(pod, rule, outcome, time.monotonic() - started)
+            if outcome is DELETED:
+                await self.emit_event(pod, rule)
+            return outcome
 
     async def _request(self, pod: PodSnapshot) -> Outcome:
         # Every option goes in the body: kube-apiserver reads DeleteOptions from the body
@@ -263,13 +197,12 @@ class Reaper:
         # The uid guards against a pod recreated under the same name; the resourceVersion
         # against one changed since it was judged (annotated keep, relabelled): the server
         # answers 409 and the watch brings the new state to judge again.
-        body = delete_options(pod, dry_run=self.dry_run == "server")
-        started = time.monotonic()
+        server_dry_run = self.dry_run is DryRun.SERVER
         try:
             response = await self._core.delete_namespaced_pod(
                 pod.name,
                 pod.namespace,
-                body=body,
+                body=delete_options(pod, dry_run=server_dry_run),
                 _preload_content=False,
                 _request_timeout=aiohttp.ClientTimeout(total=self.delete_timeout),
             )
@@ -277,17 +210,13 @@ class Reaper:
                 await raise_for_status(response)
         except API_FAILURES as exc:
             return outcome_for(status_of(exc))
-        finally:
-            metrics.delete_duration.observe(time.monotonic() - started)
-        return DRY_RUN if self.dry_run == "server" else DELETED
+        return DRY_RUN if server_dry_run else DELETED
 
-    def _record(self, pod: PodSnapshot, rule: str, outcome: Outcome) -> None:
+    def _record(self, pod: PodSnapshot, rule: str, outcome: Outcome, seconds: float) -> None:
         if outcome.action is Action.ABANDONED:
             log.info(outcome.event, why="leadership lost")
             return
-        metrics.pods_reaped.labels(rule=rule, outcome=outcome.outcome).inc()
-        if outcome.code not in (200, 404, 409):
-            metrics.api_errors.labels(verb="delete", code=str(outcome.code)).inc()
+        metrics.delete_answered(rule, outcome.outcome, outcome.code, seconds)
         if outcome.action is Action.FORBIDDEN:
             missing = rbac_rule("delete", "pods", pod.namespace)
             if pod.namespace not in self.forbidden:
@@ -316,7 +245,9 @@ class Reaper:
                 message=outcome.message[:200],
             )
 
-    async def _emit_event(self, pod: PodSnapshot, rule: str) -> None:
+    async def emit_event(self, pod: PodSnapshot, rule: str) -> None:
+        """Record the ``Reaped`` Event on a deleted pod; best effort, never raises for API
+        or network failures (a bug still raises)."""
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         detail = f": {pod.message}" if pod.message else ""
         body = {
@@ -353,9 +284,9 @@ class Reaper:
             )
             async with response:
                 await raise_for_status(response)
-        except API_FAILURES as exc:  # an audit Event is best effort, a bug is not
+        except API_FAILURES as exc:
             status = status_of(exc)
-            metrics.api_errors.labels(verb="create", code=str(status.code)).inc()
+            metrics.api_failed("create", status.code)
             if status.code in (401, 403):
                 if pod.namespace in self._events_forbidden:
                     return
@@ -387,15 +318,13 @@ class Reaper:
                 queue.done(key)
 
     async def process(self, key: str, cache: PodCache, queue: WorkQueue[str]) -> Outcome | None:
-        """Re-evaluate the newest snapshot of ``key`` and delete it if still due."""
-        entry = cache.get(key)
-        if entry is None:
-            self._backoffs.pop(key, None)
+        """Judge the newest snapshot of ``key`` again and delete it if still due."""
+        evaluation = cache.evaluate(key, take=True)
+        if evaluation is None:
             return None  # deleted or no longer terminal since it was queued
-        pod = entry.snapshot
-        verdict = classify(pod, cache.rules, first_seen=entry.first_seen)
+        entry, verdict = evaluation.entry, evaluation.verdict
         if not verdict.zombie or verdict.rule is None:
-            self._backoffs.pop(key, None)
+            pod = entry.snapshot
             log.info(
                 "pod.skipped",
                 namespace=pod.namespace,
@@ -404,27 +333,18 @@ class Reaper:
                 why=verdict.skip,
             )
             return None
-        delay = cache.delay_until(verdict.due)
-        if delay > 0:
-            queue.add(key, delay)
-            return None
+        if not evaluation.due:
+            return None  # queued again for its due time by evaluate
         if not self.leadership.leading:
             queue.add(key)
             return None
-        outcome = await self.delete(pod, verdict.rule, since=pod.terminated_at or entry.first_seen)
+        outcome = await self.delete(entry.snapshot, verdict.rule, since=entry.since)
         if outcome.action in (Action.DONE, Action.DROP):
-            self._backoffs.pop(key, None)
+            queue.forget(key)
         elif outcome.action is Action.ABANDONED:
             queue.add(key)
         elif outcome.action is Action.RETRY_AFTER and outcome.retry_after is not None:
             queue.add(key, outcome.retry_after)
         else:
-            backoff = self._backoffs.get(key)
-            if backoff is None:
-                # A key whose pod vanished while it waited never comes back to a worker:
-                # drop such state whenever new state is made, so it stays bounded.
-                for stale in [k for k in self._backoffs if cache.get(k) is None]:
-                    del self._backoffs[stale]
-                backoff = self._backoffs[key] = Backoff()
-            queue.add(key, backoff.next())
+            queue.add_rate_limited(key)
         return outcome

@@ -26,7 +26,7 @@ import anyio
 from kubernetes_asyncio import client
 
 from zombied.errors import PermissionDenied, ZombiedError
-from zombied.kube import api_status, open_api_client, rbac_rule
+from zombied.kube import api_status, open_api_client, pool_size, rbac_rule
 from zombied.pod import PodSnapshot
 from zombied.reaper import Outcome, Reaper
 from zombied.rules import classify
@@ -117,7 +117,7 @@ async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = N
     """List (and with ``--delete`` reap) the due zombies; return the exit status."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
-    pool = len(config.namespaces) + config.max_in_flight + 4
+    pool = pool_size(watches=0, workers=config.max_in_flight)
     async with open_api_client(config.kubeconfig, config.context, pool_size=pool) as api:
         zombies, not_due = await _find(api, config)
         if config.delete and zombies:
@@ -194,8 +194,7 @@ async def _reap(api: client.ApiClient, config: Config, zombies: list[Zombie]) ->
         api,
         qps=config.qps,
         burst=config.burst,
-        max_in_flight=config.max_in_flight,
-        dry_run=str(config.dry_run),
+        dry_run=config.dry_run,
         identity="zombied-scan",
     )
     pending = iter(zombies)

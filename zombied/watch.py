@@ -7,10 +7,11 @@ honouring ``Retry-After``. It parses the stream itself: kubernetes_asyncio's ``W
 deserialises every object into a ``V1Pod`` (slow, and it raises on hostile input, which
 would kill the stream), so a malformed line, an unknown event type or an unparsable pod
 here is a logged skip, never a dead watch. A stream that goes silent is cut by an
-inactivity guard rescheduled after every event. It also owns the `PodCache`, the
-only place that holds pod snapshots and turns each change into a queue add or forget.
-It must never delete anything and never decide whether a pod is a zombie: `rules`
-decides, the reaper deletes.
+inactivity guard rescheduled after every event. Each change goes to the `PodCache`,
+which judges it and keeps the work queue in step. Only what the API server or the
+network can cause is retried; any other exception is a bug and ends the loop. It must
+never delete anything and never decide whether a pod is a zombie: `rules` decides
+(through the cache), the reaper deletes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Final
 
 import aiohttp
@@ -29,6 +29,7 @@ from kubernetes_asyncio import client
 
 from zombied import metrics
 from zombied.backoff import Backoff
+from zombied.cache import PodCache
 from zombied.kube import (
     API_FAILURES,
     TRANSPORT_ERROR,
@@ -41,23 +42,17 @@ from zombied.kube import (
 )
 from zombied.log import get_logger
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
-from zombied.queue import WorkQueue
-from zombied.rules import RuleSet, Verdict, classify
 
 __all__ = [
     "CLUSTER_SCOPE",
     "TERMINAL_FIELD_SELECTOR",
-    "CacheEntry",
     "EventParseError",
-    "PodCache",
     "Scope",
     "ScopeState",
     "WatchEvent",
     "Watcher",
     "list_terminal_pods",
     "parse_event",
-    "raise_for_status",
-    "rbac_rule",
     "request_args",
     "scopes_for",
     "snapshot_in_scope",
@@ -81,10 +76,6 @@ _LIST_TIMEOUT: Final = 60.0
 # (or proxy) that fails to.
 _SOCK_READ_MARGIN: Final = 5.0
 _INACTIVITY_MARGIN: Final = 10.0
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 # -- scopes ---------------------------------------------------------------------------
@@ -165,118 +156,6 @@ def parse_event(line: bytes | str) -> WatchEvent:
     return WatchEvent(kind, obj, rv)
 
 
-# -- cache ----------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class CacheEntry:
-    """The newest snapshot of a terminal pod, when it was first seen, and its verdict."""
-
-    snapshot: PodSnapshot
-    first_seen: datetime
-    verdict: Verdict
-
-
-class PodCache:
-    """Snapshots of terminal pods by key, kept in step with the work queue.
-
-    Every change classifies the pod: a zombie is (re)queued with the delay until it is
-    due, anything else is forgotten by the queue. ``now`` is the wall clock, because due
-    times come from timestamps the kubelet wrote.
-    """
-
-    def __init__(
-        self,
-        rules: RuleSet,
-        queue: WorkQueue[str],
-        *,
-        now: Callable[[], datetime] = _utcnow,
-    ) -> None:
-        self.rules = rules
-        self.queue = queue
-        self._now = now
-        self._entries: dict[str, CacheEntry] = {}
-        self._zombies: set[str] = set()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._entries
-
-    @property
-    def zombies(self) -> int:
-        """Entries whose verdict is zombie, due or not."""
-        return len(self._zombies)
-
-    def get(self, key: str) -> CacheEntry | None:
-        """The newest entry for ``key``, if the pod is known and terminal."""
-        return self._entries.get(key)
-
-    def entries(self) -> list[CacheEntry]:
-        """Every cached entry."""
-        return list(self._entries.values())
-
-    def now(self) -> datetime:
-        """The wall clock used for due times."""
-        return self._now()
-
-    def delay_until(self, due: datetime | None) -> float:
-        """Seconds from now until ``due`` (0 when past or unknown)."""
-        if due is None:
-            return 0.0
-        return max(0.0, (due - self._now()).total_seconds())
-
-    def upsert(self, snapshot: PodSnapshot) -> CacheEntry | None:
-        """Record the newest state of a pod; non-terminal pods leave the cache."""
-        key = snapshot.key
-        if not snapshot.terminal:
-            self.remove(key)
-            return None
-        old = self._entries.get(key)
-        first_seen = (
-            old.first_seen if old is not None and old.snapshot.uid == snapshot.uid else None
-        )
-        if first_seen is None:
-            first_seen = self._now()
-        verdict = classify(snapshot, self.rules, first_seen=first_seen)
-        entry = CacheEntry(snapshot, first_seen, verdict)
-        self._entries[key] = entry
-        if verdict.zombie:
-            self._zombies.add(key)
-            self.queue.add(key, self.delay_until(verdict.due))
-        else:
-            self._zombies.discard(key)
-            self.queue.forget(key)
-        metrics.zombies_known.set(len(self._zombies))
-        return entry
-
-    def remove(self, key: str, uid: str | None = None) -> None:
-        """Forget a pod (deleted, or no longer terminal); with ``uid`` only that pod."""
-        entry = self._entries.get(key)
-        if entry is None or (uid is not None and entry.snapshot.uid != uid):
-            return
-        del self._entries[key]
-        self._zombies.discard(key)
-        self.queue.forget(key)
-        metrics.zombies_known.set(len(self._zombies))
-
-    def reconcile(self, scope: Scope, snapshots: Iterable[PodSnapshot]) -> int:
-        """Replace what ``scope`` holds with a fresh LIST; return how many were forgotten."""
-        seen: set[str] = set()
-        for snapshot in snapshots:
-            seen.add(snapshot.key)
-            self.upsert(snapshot)
-        stale = [
-            key
-            for key, entry in self._entries.items()
-            if key not in seen and scope.owns(entry.snapshot.namespace)
-        ]
-        for key in stale:
-            self.remove(key)
-        return len(stale)
-
-
 # -- the watch loop -------------------------------------------------------------------
 
 
@@ -337,7 +216,7 @@ class Watcher:
         self._rng = rng if rng is not None else random.Random()
         self._resource_version: str | None = None
         self._log = log.bind(scope=scope.label)
-        metrics.scope_synced.labels(scope=scope.label).set(0)
+        metrics.scope_started(scope.label)
 
     @property
     def resource_version(self) -> str | None:
@@ -368,29 +247,26 @@ class Watcher:
                     await self._list()
                     need_list = False
                 await self._watch()
-            except _Gone:
-                need_list = self._relist()
-            except (_StreamError, *API_FAILURES) as exc:
+            except (_Gone, _StreamError, *API_FAILURES) as exc:
                 # Only what the API or the network can cause is retried; anything else
                 # is a bug and ends the loop (and the process) with its traceback.
                 status = api_status(exc)
-                if status is not None and status.code == 410:
-                    # At watch start (or an expired LIST continue token) as an HTTP status.
-                    need_list = self._relist()
+                # 410 Gone mid-stream, at watch start or for an expired LIST continue
+                # token: history was compacted past our resourceVersion, and only a
+                # relist can tell which pods changed or vanished meanwhile.
+                gone = isinstance(exc, _Gone) or (status is not None and status.code == 410)
+                if gone:
+                    need_list = True
+                    self._log.info("watch.relist", resource_version=self._resource_version)
                 else:
                     await self._failed(exc, "list" if need_list else "watch")
-            metrics.watch_restarts.labels(scope=self.scope.label).inc()
-
-    def _relist(self) -> bool:
-        # History was compacted past our resourceVersion: only a relist can tell which
-        # pods changed or vanished meanwhile.
-        metrics.watch_relists.labels(scope=self.scope.label).inc()
-        self._log.info("watch.relist", resource_version=self._resource_version)
-        return True
+                metrics.watch_restarted(self.scope.label, relist=gone)
+            else:
+                metrics.watch_restarted(self.scope.label)
 
     async def _failed(self, exc: Exception, verb: str) -> None:
         status = exc.status if isinstance(exc, _StreamError) else status_of(exc)
-        metrics.api_errors.labels(verb=verb, code=str(status.code)).inc()
+        metrics.api_failed(verb, status.code)
         if status.code in (401, 403):
             rule = rbac_rule(verb, "pods", self.scope.namespace)
             if self.state.forbidden is None:
@@ -404,7 +280,7 @@ class Watcher:
                     message=status.message,
                 )
             self.state.forbidden = rule
-            metrics.scope_synced.labels(scope=self.scope.label).set(0)
+            metrics.scope_synced(self.scope.label, synced=False)
         delay = self._backoff.next()
         if status.code == 429 and status.retry_after is not None:
             delay = status.retry_after
@@ -437,7 +313,7 @@ class Watcher:
             page_size=self.page_size,
             on_page=self._progress,
         )
-        forgotten = self.cache.reconcile(self.scope, snapshots)
+        forgotten = self.cache.reconcile(self.scope.owns, snapshots)
         self._resource_version = resource_version
         self._saw_event()
         self._backoff.reset()
@@ -447,12 +323,9 @@ class Watcher:
         if not self.state.synced:
             self._log.info("watch.synced", pods=len(snapshots), resource_version=resource_version)
         self.state.synced = True
-        metrics.scope_synced.labels(scope=self.scope.label).set(1)
+        metrics.scope_synced(self.scope.label, synced=True)
         if forgotten:
             self._log.info("watch.reconciled", forgotten=forgotten)
-
-    def _parse(self, obj: object) -> PodSnapshot | None:
-        return snapshot_in_scope(obj, self.scope)
 
     # -- WATCH ------------------------------------------------------------------------
 
@@ -483,20 +356,17 @@ class Watcher:
             self._backoff.reset()
             inactivity = timeout + self.inactivity_margin
             with anyio.CancelScope(deadline=anyio.current_time() + inactivity) as guard:
-                buffer = b""
+                lines = _LineSplitter()
                 async for chunk in response.content.iter_any():
-                    buffer += chunk
-                    if b"\n" not in buffer:
-                        if len(buffer) > _MAX_LINE:
-                            raise aiohttp.ClientPayloadError("watch line too long")
-                        continue
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
+                    complete = lines.feed(chunk)
+                    for line in complete:
                         if line.strip():
                             self._handle(line)
-                    guard.deadline = anyio.current_time() + inactivity
-                if buffer.strip():
-                    self._handle(buffer)
+                    if complete:
+                        guard.deadline = anyio.current_time() + inactivity
+                rest = lines.rest()
+                if rest.strip():
+                    self._handle(rest)
             if guard.cancelled_caught:
                 self._log.warning("watch.inactive", silent_s=round(inactivity, 1))
 
@@ -527,7 +397,7 @@ class Watcher:
                     return
             self._log.warning("watch.skipped", why="DELETED event without namespace/name")
             return
-        snapshot = self._parse(event.object)
+        snapshot = snapshot_in_scope(event.object, self.scope)
         if snapshot is None:
             return
         if not snapshot.terminal:
@@ -541,6 +411,43 @@ class Watcher:
                 phase=snapshot.phase[:40],
             )
         self.cache.upsert(snapshot)
+
+
+class _LineSplitter:
+    """Splits a byte stream into lines in time linear in the bytes received.
+
+    Each chunk is scanned once; the pieces of an unfinished line are kept apart and
+    joined once, when its newline arrives, so a line trickling in byte by byte costs no
+    more than one arriving whole.
+    """
+
+    def __init__(self, max_line: int = _MAX_LINE) -> None:
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self._max_line = max_line
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes (without their newline)."""
+        lines = chunk.split(b"\n")
+        if len(lines) > 1 and self._pieces:
+            self._pieces.append(lines[0])
+            lines[0] = b"".join(self._pieces)
+            self._pieces.clear()
+            self._size = 0
+        tail = lines.pop()
+        if tail:
+            self._pieces.append(tail)
+            self._size += len(tail)
+            if self._size > self._max_line:
+                raise aiohttp.ClientPayloadError("watch line too long")
+        return lines
+
+    def rest(self) -> bytes:
+        """What came after the last newline (a final line without one)."""
+        rest = b"".join(self._pieces)
+        self._pieces.clear()
+        self._size = 0
+        return rest
 
 
 def request_args(scope: Scope, label_selector: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from zombied import cli, watch
+from zombied import cache, cli
 from zombied.rules import classify as real_classify
 
 
@@ -21,5 +21,5 @@ def classify(pod: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 if __name__ == "__main__":
-    watch.classify = classify
+    cache.classify = classify
     sys.exit(cli.main())

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs
 
 import aiohttp
 import anyio
-from zombied import metrics
+from prometheus_client import REGISTRY
 from zombied.config import DryRun
 from zombied.daemon import Daemon
 from zombied.rules import Rule, RuleSet
@@ -26,6 +26,11 @@ async def get(port: int, path: str) -> tuple[int, str]:
         session.get(f"http://127.0.0.1:{port}{path}") as response,
     ):
         return response.status, await response.text()
+
+
+def reaped(outcome: str) -> float:
+    labels = {"rule": "node-shutdown", "outcome": outcome}
+    return REGISTRY.get_sample_value("zombied_pods_reaped_total", labels) or 0.0
 
 
 def deleted_names(sim: Simulator) -> list[str]:
@@ -126,7 +131,7 @@ async def test_watches_one_scope_per_namespace(sim: Simulator, config: ConfigFac
 async def test_statefulset_replacement_survives(sim: Simulator, config: ConfigFactory) -> None:
     sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
     sim.faults.add_latency("delete", "pods", 1.0)
-    conflicts = metrics.pods_reaped.labels(rule="node-shutdown", outcome="conflict")._value.get()
+    conflicts = reaped("conflict")
     async with Daemon(config()) as daemon:
         await eventually(daemon.ready)
         preempt(sim, "node-1", ["db-0"])
@@ -135,12 +140,7 @@ async def test_statefulset_replacement_survives(sim: Simulator, config: ConfigFa
         old_uid = sim.store.get("pods", "team-a", "db-0")["metadata"]["uid"]
         sim.store.delete("pods", "team-a", "db-0")
         sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
-        await eventually(
-            lambda: (
-                metrics.pods_reaped.labels(rule="node-shutdown", outcome="conflict")._value.get()
-                == conflicts + 1
-            )
-        )
+        await eventually(lambda: reaped("conflict") == conflicts + 1)
         await eventually(lambda: settled(daemon))
     replacement = sim.store.get("pods", "team-a", "db-0")
     assert replacement is not None
@@ -151,15 +151,10 @@ async def test_statefulset_replacement_survives(sim: Simulator, config: ConfigFa
 async def test_client_dry_run_deletes_nothing(sim: Simulator, config: ConfigFactory) -> None:
     for i in range(3):
         sim.store.create("pods", zombie(f"z{i}"))
-    before = metrics.pods_reaped.labels(rule="node-shutdown", outcome="dry_run")._value.get()
+    before = reaped("dry_run")
     with captured_logs() as logs:
         async with Daemon(config(dry_run=DryRun.CLIENT)):
-            await eventually(
-                lambda: (
-                    metrics.pods_reaped.labels(rule="node-shutdown", outcome="dry_run")._value.get()
-                    == before + 3
-                )
-            )
+            await eventually(lambda: reaped("dry_run") == before + 3)
     assert not any(r.verb == "delete" for r in sim.requests)
     assert len(sim.store.list("pods", "team-a")) == 3
     dry = [e for e in logs if e["event"] == "pod.dry_run"]

@@ -71,7 +71,7 @@ async def test_a_bug_in_classification_ends_the_process_non_zero(
 async def test_a_bug_fails_liveness_and_ends_the_daemon(
     sim: Simulator, config: ConfigFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("zombied.watch.classify", buggy_classify)
+    monkeypatch.setattr("zombied.cache.classify", buggy_classify)
     with captured_logs() as logs, pytest.raises(ExceptionGroup) as raised:  # noqa: PT012
         async with Daemon(config()) as daemon:
             await eventually(daemon.ready)

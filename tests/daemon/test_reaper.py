@@ -7,13 +7,16 @@ from urllib.parse import parse_qs
 
 import anyio
 import pytest
-from zombied import metrics
+from prometheus_client import REGISTRY
+from zombied.backoff import Backoff
+from zombied.cache import PodCache
+from zombied.config import DryRun
 from zombied.kube import open_api_client
+from zombied.leader import Leadership
 from zombied.pod import parse_pod
 from zombied.queue import WorkQueue
-from zombied.reaper import Action, Leadership, Reaper
+from zombied.reaper import Action, Reaper
 from zombied.rules import Rule, RuleSet
-from zombied.watch import PodCache
 
 from kubesim import Simulator
 from kubesim.rbac import PolicyRule
@@ -23,8 +26,8 @@ from tests.helpers import eventually
 
 
 def reaped(rule: str, outcome: str) -> float:
-    value = metrics.pods_reaped.labels(rule=rule, outcome=outcome)._value.get()
-    return float(value)
+    labels = {"rule": rule, "outcome": outcome}
+    return REGISTRY.get_sample_value("zombied_pods_reaped_total", labels) or 0.0
 
 
 def delete_queries(sim: Simulator) -> list[dict[str, list[str]]]:
@@ -95,7 +98,7 @@ async def test_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) 
     snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
     async with open_api_client(str(kubeconfig), None) as api:
         with captured_logs() as logs:
-            outcome = await Reaper(api, dry_run="server").delete(snapshot, "node-shutdown")
+            outcome = await Reaper(api, dry_run=DryRun.SERVER).delete(snapshot, "node-shutdown")
     assert outcome.outcome == "dry_run"
     assert sim.store.get("pods", "team-a", "dry") is not None
     assert [record.dry_run for record in sim.deleted] == [True]
@@ -108,7 +111,7 @@ async def test_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) 
 async def test_client_dry_run_sends_nothing(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
     async with open_api_client(str(kubeconfig), None) as api:
-        outcome = await Reaper(api, dry_run="client").delete(snapshot, "node-shutdown")
+        outcome = await Reaper(api, dry_run=DryRun.CLIENT).delete(snapshot, "node-shutdown")
     assert outcome.outcome == "dry_run"
     assert delete_queries(sim) == []
     assert sim.store.get("pods", "team-a", "dry") is not None
@@ -182,7 +185,7 @@ async def test_losing_leadership_cancels_in_flight_delete(sim: Simulator, kubeco
         async with anyio.create_task_group() as tg:
             tg.start_soon(attempt)
             await eventually(lambda: leadership.in_flight)
-            leadership.set(False)
+            leadership.end_term()
     assert outcomes[0].action is Action.ABANDONED
     assert sim.store.get("pods", "team-a", "slow") is not None
 
@@ -220,3 +223,32 @@ async def test_workers_re_evaluate_the_newest_snapshot(sim: Simulator, kubeconfi
         assert await reaper.process("team-a/unknown", cache, queue) is None
     assert [r.obj["metadata"]["name"] for r in sim.deleted] == ["due"]
     assert kept.uid
+
+
+async def test_failures_back_off_in_the_queue_until_done(sim: Simulator, kubeconfig: Path) -> None:
+    queue: WorkQueue[str] = WorkQueue(backoff=lambda: Backoff(initial=0.01, jitter=0.0))
+    cache = PodCache(RuleSet((Rule("node-shutdown", 0.0),)), queue)
+    for name in ("flaky", "vanishing"):
+        cache.upsert(parse_pod(sim.store.create("pods", zombie(name))))
+    sim.faults.add_error("delete", "pods", status=503, count=4)
+    async with open_api_client(str(kubeconfig), None) as api:
+        reaper = Reaper(api)
+
+        async def attempt() -> str:
+            key = await queue.get()
+            try:
+                outcome = await reaper.process(key, cache, queue)
+            finally:
+                queue.done(key)
+            assert outcome is not None
+            return outcome.outcome
+
+        assert [await attempt() for _ in range(4)] == ["error"] * 4
+        assert queue.num_requeues("team-a/flaky") == queue.num_requeues("team-a/vanishing") == 2
+        # The pod goes away while its retry waits: its failures go with it.
+        sim.store.delete("pods", "team-a", "vanishing")
+        cache.remove("team-a/vanishing")
+        assert await attempt() == "deleted"
+    assert queue.num_requeues("team-a/flaky") == 0
+    assert queue.retrying == 0
+    assert len(queue) == 0

@@ -3,13 +3,13 @@
 import json
 
 import pytest
+from zombied.kube import rbac_rule
 from zombied.watch import (
     CLUSTER_SCOPE,
     TERMINAL_FIELD_SELECTOR,
     EventParseError,
     Scope,
     parse_event,
-    rbac_rule,
     request_args,
     scopes_for,
 )

@@ -1,9 +1,10 @@
 """Candidates campaigning for one Lease on the simulator, each with its own API client.
 
 A :class:`Campaign` runs every elector in its own cancel scope (so a test can stop one
-"replica"), records each gain and loss of leadership with the loop time, samples
-``is_leader`` of all candidates and watches the Lease in the simulator's store the way a
-standby would (the loop time at which each new record was first seen).
+"replica"), records each gain and loss of leadership with the loop time it happened
+(``Leadership.gained_at``/``lost_at``), samples ``leading`` of all candidates and
+watches the Lease in the simulator's store the way a standby would (the loop time at
+which each new record was first seen).
 """
 
 from __future__ import annotations
@@ -44,14 +45,42 @@ class Candidate:
     elector: LeaseElector
     api: ApiClient
     scope: anyio.CancelScope
-    changes: list[tuple[float, bool]] = field(default_factory=list)
     stopped: anyio.Event = field(default_factory=anyio.Event)
+    _changes: list[tuple[float, bool]] = field(default_factory=list)
+    _terms: int = 0
+
+    @property
+    def changes(self) -> list[tuple[float, bool]]:
+        """Every gain (True) and loss (False) of leadership so far, with its loop time."""
+        self.record()
+        return self._changes
 
     def stop(self) -> None:
         self.scope.cancel()
 
+    @property
+    def leading(self) -> bool:
+        return self.elector.leadership.leading
+
+    def record(self) -> None:
+        """Note the gains and losses of leadership since the last look, with their times."""
+        leadership = self.elector.leadership
+        leading = bool(self._changes) and self._changes[-1][1]
+        if leadership.terms > self._terms:
+            assert leadership.terms == self._terms + 1, f"{self.identity}: terms missed"
+            if leading:  # the previous term ended before this one began
+                assert leadership.lost_at is not None
+                self._changes.append((leadership.lost_at, False))
+            assert leadership.gained_at is not None
+            self._changes.append((leadership.gained_at, True))
+            self._terms = leadership.terms
+            leading = True
+        if leading and not leadership.in_term:
+            assert leadership.lost_at is not None
+            self._changes.append((leadership.lost_at, False))
+
     def terms(self) -> list[tuple[float, float]]:
-        """Intervals of loop time during which on_change said we were leading."""
+        """Intervals of loop time during which we were leading."""
         terms: list[tuple[float, float]] = []
         start: float | None = None
         for at, leading in self.changes:
@@ -95,16 +124,8 @@ class Campaign:
     def add_with(self, identity: str, api: ApiClient, **durations: float) -> Candidate:
         settings = {**FAST, **durations}
         scope = anyio.CancelScope()
-        changes: list[tuple[float, bool]] = []
-        elector = LeaseElector(
-            api,
-            name=LEASE,
-            namespace=NAMESPACE,
-            identity=identity,
-            on_change=lambda leading: changes.append((anyio.current_time(), leading)),
-            **settings,
-        )
-        candidate = Candidate(identity, elector, api, scope, changes)
+        elector = LeaseElector(api, name=LEASE, namespace=NAMESPACE, identity=identity, **settings)
+        candidate = Candidate(identity, elector, api, scope)
         self.candidates.append(candidate)
 
         async def run() -> None:
@@ -112,13 +133,14 @@ class Campaign:
                 with scope:
                     await elector.run()
             finally:
+                candidate.record()
                 candidate.stopped.set()
 
         self.tg.start_soon(run)
         return candidate
 
     def leaders(self) -> list[Candidate]:
-        return [c for c in self.candidates if c.elector.is_leader]
+        return [c for c in self.candidates if c.leading]
 
     def leader(self) -> Candidate | None:
         leaders = self.leaders()
@@ -154,6 +176,8 @@ class Campaign:
 
     async def _monitor(self) -> None:
         while True:
+            for candidate in self.candidates:
+                candidate.record()
             leaders = [c.identity for c in self.leaders()]
             self.samples += 1
             if len(leaders) > 1:

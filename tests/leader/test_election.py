@@ -70,7 +70,7 @@ async def test_create_racing_another_candidate_loses_cleanly(campaign: Any, sim:
             sim.store.create("leases", _competitor("early"))
             await wait_for(lambda: _lease_requests(sim, "create"), 2.0, "the create")
             assert [r.status for r in _lease_requests(sim, "create")] == [409]
-            assert not cand.elector.is_leader
+            assert not cand.leading
             # The competitor never renews: its lease expires and the candidate takes over.
             await c.wait_leader(within=5.0)
             assert c.spec()["holderIdentity"] == "late"
@@ -93,7 +93,7 @@ async def test_update_with_a_stale_resource_version_loses_cleanly(campaign: Any,
             sim.store.update("leases", lease)
             await wait_for(lambda: _lease_requests(sim, "update"), 2.0, "the update")
             assert [r.status for r in _lease_requests(sim, "update")] == [409]
-            assert not cand.elector.is_leader
+            assert not cand.leading
             assert c.spec()["holderIdentity"] == "early"
             await c.wait_leader(within=6.0)
             assert c.spec()["holderIdentity"] == "late"
@@ -126,7 +126,7 @@ async def test_cancelled_leader_releases_and_a_standby_takes_over(campaign: Any)
             first = await c.wait_leader()
             first.stop()
             await wait_for(first.stopped.is_set, 2.0, "leader task to end")
-            assert not first.elector.is_leader
+            assert not first.leading
             assert first.changes[-1][1] is False
 
             second = await c.wait_leader(within=3.0)
@@ -167,11 +167,11 @@ async def test_release_method_gives_up_for_good(campaign: Any) -> None:
         await c.wait_leader()
         b = await c.add("b")
         await a.elector.release()
-        assert not a.elector.is_leader
+        assert not a.leading
         assert a.changes[-1][1] is False
-        await wait_for(lambda: b.elector.is_leader, 3.0, "b to take over")
+        await wait_for(lambda: b.leading, 3.0, "b to take over")
         await c.wait_renewals(5)
-        assert not a.elector.is_leader
+        assert not a.leading
         assert [leading for _, leading in a.changes] == [True, False]
 
 
@@ -198,9 +198,9 @@ async def test_each_change_of_holder_counts_one_transition(campaign: Any) -> Non
 async def test_leader_wait_returns_when_leading(campaign: Any) -> None:
     async with campaign() as c:
         a = await c.add("a")
-        await a.elector.wait_until_leader()
-        assert a.elector.is_leader
-        await a.elector.wait_until_leader()  # already leading: returns at once
+        await a.elector.leadership.wait()
+        assert a.leading
+        await a.elector.leadership.wait()  # already leading: returns at once
 
 
 def _last_seen_renewal(c: Campaign, holder: str) -> float:
@@ -235,7 +235,7 @@ async def test_failing_leader_steps_down_before_its_lease_expires(
                     verb="update", resource="leases", seconds=fault["seconds"]
                 )
             await wait_for(lambda: not leader.changes[-1][1], 3.0, "leader to step down")
-            assert not leader.elector.is_leader
+            assert not leader.leading
             lost_at = leader.changes[-1][0]
             duration = c.spec()["leaseDurationSeconds"]
             expires_for_standby = _last_seen_renewal(c, leader.identity) + duration
@@ -266,7 +266,7 @@ async def test_partitioned_leader_steps_down_before_a_standby_takes_over(
         # Only this replica loses the API server: nothing listens on port 9 here.
         leader.api.configuration.host = "http://127.0.0.1:9"
         await wait_for(lambda: not leader.changes[-1][1], 3.0, "leader to step down")
-        assert not leader.elector.is_leader
+        assert not leader.leading
         lost_at = leader.changes[-1][0]
         successor = await c.wait_leader(within=5.0)
         assert successor is not leader
@@ -290,7 +290,7 @@ async def test_lease_changed_behind_the_leaders_back_is_reread(campaign: Any, si
             lease["metadata"].setdefault("labels", {})["touched"] = "yes"
             sim.store.update("leases", lease)
             await c.wait_renewals(3)
-            assert leader.elector.is_leader
+            assert leader.leading
             assert [leading for _, leading in leader.changes] == [True]
             assert c.lease()["metadata"]["labels"] == {"touched": "yes"}  # type: ignore[index]
     assert [e for e in logs if e["event"] == "leader.conflict" and e["op"] == "update"]
@@ -309,7 +309,7 @@ async def test_lease_taken_by_another_holder_stops_the_leader_at_once(
         lease["spec"]["holderIdentity"] = "intruder"
         lease["spec"]["leaseTransitions"] += 1
         sim.store.update("leases", lease)
-        await wait_for(lambda: not leader.elector.is_leader, 2.0, "leader to notice")
+        await wait_for(lambda: not leader.leading, 2.0, "leader to notice")
         assert leader.elector.holder == "intruder"
         # The intruder never renews: after a lease duration one of ours takes over.
         await c.wait_leader(within=5.0)
@@ -330,7 +330,7 @@ async def test_forbidden_names_the_missing_rule_once(
                 5.0,
                 "repeated attempts",
             )
-            assert not cand.elector.is_leader
+            assert not cand.leading
     forbidden = [e for e in logs if e["event"] == "leader.forbidden"]
     assert [e["log_level"] for e in forbidden].count("error") == 1
     assert forbidden[0]["missing_rule"] == (
@@ -376,7 +376,7 @@ async def test_shutdown_does_not_hang_when_the_release_cannot_be_written(
             assert c.spec()["holderIdentity"] == leader.identity
             sim.faults.clear()
             # Not released: the standby waits for the lease to expire, then takes over.
-            await wait_for(lambda: standby.elector.is_leader, 5.0, "expiry takeover")
+            await wait_for(lambda: standby.leading, 5.0, "expiry takeover")
     failed = [e for e in logs if e["event"] == "leader.error" and e["op"] == "release"]
     assert [e["identity"] for e in failed] == [leader.identity]
     assert leader.identity not in [e["identity"] for e in logs if e["event"] == "leader.released"]
@@ -432,5 +432,5 @@ async def test_stopped_during_an_unanswered_create_leaves_the_lease_free(
             with pytest.raises(ApiError) as refused:
                 sim.store.create("leases", late)
             assert refused.value.code == 409
-        await wait_for(lambda: standby.elector.is_leader, 3.0, "the standby's takeover")
+        await wait_for(lambda: standby.leading, 3.0, "the standby's takeover")
         assert not leader.changes or leader.changes[-1][1] is False

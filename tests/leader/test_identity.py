@@ -60,5 +60,5 @@ async def test_rejects_inconsistent_durations(lease: float, deadline: float, ret
 async def test_not_leader_before_running() -> None:
     async with ApiClient(Configuration(host="http://127.0.0.1:9")) as api:
         elector = LeaseElector(api, name="zombied", namespace="default", identity="x")
-        assert not elector.is_leader
+        assert not elector.leadership.leading
         assert elector.holder == ""

@@ -22,10 +22,11 @@ import yaml
 from aiohttp import web
 from structlog.testing import capture_logs
 from zombied.backoff import Backoff
+from zombied.cache import PodCache
 from zombied.kube import open_api_client
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
-from zombied.watch import PodCache, Scope, Watcher
+from zombied.watch import Scope, Watcher
 
 from tests.helpers import eventually
 

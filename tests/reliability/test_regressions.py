@@ -11,10 +11,11 @@ from pathlib import Path
 
 import anyio
 from zombied.backoff import Backoff
+from zombied.cache import PodCache
 from zombied.kube import open_api_client
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
-from zombied.watch import PodCache, Scope, Watcher
+from zombied.watch import Scope, Watcher
 
 from kubesim import Simulator
 from tests.helpers import eventually
@@ -92,8 +93,7 @@ async def test_no_backoff_state_kept_for_a_pod_deleted_by_someone_else() -> None
     """
     async with running(NODE_SHUTDOWN, pods=3) as live:
         world, sim = live.world, live.sim
-        reaper = live.daemon.reaper
-        assert reaper is not None
+        queue = live.daemon.queue
         sim.faults.add_error("delete", "pods", status=503)
         for _ in range(3):
             world.end_pod(0, "shutdown:1.22:terminated")
@@ -108,9 +108,11 @@ async def test_no_backoff_state_kept_for_a_pod_deleted_by_someone_else() -> None
         world.end_pod(0, "shutdown:1.26:terminated")
         await eventually(lambda: rule.fired, message="the second pod's failed DELETE")
         await settle(live)
-        # The worker forgets a key's state once its answer is handled (after the Event).
+        # Every key the queue keeps retry state for belongs to a pod that still exists.
         await eventually(
-            lambda: not set(reaper._backoffs) - world.present_keys(),
+            lambda: (
+                queue.retrying == sum(1 for key in world.present_keys() if queue.num_requeues(key))
+            ),
             timeout=5,
             message="no retry state for pods that are gone",
         )

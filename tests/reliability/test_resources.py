@@ -15,10 +15,11 @@ from pathlib import Path
 import anyio
 import psutil
 from zombied.backoff import Backoff
+from zombied.cache import PodCache
 from zombied.kube import open_api_client
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
-from zombied.watch import PodCache, Scope, Watcher
+from zombied.watch import Scope, Watcher
 
 from kubesim import Simulator
 from tests.helpers import eventually

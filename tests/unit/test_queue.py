@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 
 import anyio
 import pytest
+from zombied.backoff import Backoff
 from zombied.queue import QueueClosed, WorkQueue
 
 pytestmark = pytest.mark.looptime
@@ -112,12 +114,12 @@ async def test_done_of_unknown_key_is_ignored() -> None:
     assert await get_now(queue) == "a"
 
 
-async def test_forget_removes_waiting_and_dirty() -> None:
+async def test_discard_removes_waiting_and_dirty() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add("gone", 5)
     queue.add("kept", 10)
-    queue.forget("gone")
-    queue.forget("never-added")
+    queue.discard("gone")
+    queue.discard("never-added")
     assert len(queue) == 1
     assert "gone" not in queue
     assert queue.due_at("gone") is None
@@ -125,7 +127,7 @@ async def test_forget_removes_waiting_and_dirty() -> None:
     assert await queue.get() == "kept"
     assert now() - start == pytest.approx(10)
     queue.add("kept")  # dirty
-    queue.forget("kept")
+    queue.discard("kept")
     assert queue.is_processing("kept")
     queue.done("kept")
     assert len(queue) == 0
@@ -133,10 +135,10 @@ async def test_forget_removes_waiting_and_dirty() -> None:
         await queue.get()
 
 
-async def test_forget_then_add_again() -> None:
+async def test_discard_then_add_again() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add("a", 5)
-    queue.forget("a")
+    queue.discard("a")
     queue.add("a", 50)
     start = now()
     assert await queue.get() == "a"
@@ -376,13 +378,81 @@ async def test_every_added_key_is_processed_after_its_last_add() -> None:
     assert all(last_start[key] >= added for key, added in last_add.items())
 
 
-async def test_many_forgets_keep_the_heap_small() -> None:
+async def test_discarded_keys_leave_no_memory_behind() -> None:
     queue: WorkQueue[int] = WorkQueue()
-    for i in range(1000):
-        queue.add(i, 10 + i)
-        queue.add(i, 5)  # moved earlier: leaves a stale heap entry behind
-        queue.forget(i)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(20_000):
+            queue.add(i, 10 + i)
+            queue.add(i, 5)  # moved earlier: the old due time is dropped lazily
+            queue.add_rate_limited(i)
+            queue.discard(i)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
     assert len(queue) == 0
-    assert len(queue._heap) < 200
+    assert queue.retrying == 0
+    # Kept garbage would be about 100 bytes per key: 2 MB here.
+    assert grown < 200_000
     queue.add(7, 1)
     assert await queue.get() == 7
+
+
+def fixed_backoff() -> Backoff:
+    return Backoff(initial=1.0, cap=8.0, factor=2.0, jitter=0.0)
+
+
+async def test_failures_back_off_per_key_until_forgotten() -> None:
+    queue: WorkQueue[str] = WorkQueue(backoff=fixed_backoff)
+    waits = []
+    for _ in range(5):
+        start = now()
+        queue.add_rate_limited("flaky")
+        assert await queue.get() == "flaky"
+        waits.append(now() - start)
+        queue.done("flaky")
+    assert waits == pytest.approx([1, 2, 4, 8, 8])
+    assert queue.num_requeues("flaky") == 5
+    assert queue.num_requeues("other") == 0
+    queue.forget("flaky")  # it finally worked
+    assert queue.num_requeues("flaky") == 0
+    assert queue.retrying == 0
+    start = now()
+    queue.add_rate_limited("flaky")
+    assert await queue.get() == "flaky"
+    assert now() - start == pytest.approx(1)
+
+
+async def test_each_key_has_its_own_backoff() -> None:
+    queue: WorkQueue[str] = WorkQueue(backoff=fixed_backoff)
+    for _ in range(3):
+        queue.add_rate_limited("a")
+    queue.add_rate_limited("b")
+    assert (queue.num_requeues("a"), queue.num_requeues("b")) == (3, 1)
+    # "a" is still due at its first delay: an earlier due time always wins.
+    assert queue.due_at("a") == pytest.approx(now() + 1)
+    start = now()
+    assert {await queue.get(), await queue.get()} == {"a", "b"}
+    assert now() - start == pytest.approx(1)
+
+
+async def test_a_failure_while_processing_comes_back_after_done() -> None:
+    queue: WorkQueue[str] = WorkQueue(backoff=fixed_backoff)
+    queue.add("a")
+    assert await get_now(queue) == "a"
+    queue.add_rate_limited("a")
+    assert queue.num_requeues("a") == 1
+    start = now()
+    queue.done("a")
+    assert await queue.get() == "a"
+    assert now() - start == pytest.approx(1)
+
+
+async def test_discard_forgets_the_failures_of_a_gone_key() -> None:
+    queue: WorkQueue[str] = WorkQueue(backoff=fixed_backoff)
+    queue.add_rate_limited("gone")
+    queue.add_rate_limited("gone")
+    queue.discard("gone")
+    assert queue.num_requeues("gone") == 0
+    assert "gone" not in queue

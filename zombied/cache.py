@@ -1,0 +1,183 @@
+"""The pod cache, and the one step that turns a pod's newest state into queue work.
+
+This module owns `PodCache`, the only place that holds pod snapshots (small and
+immutable: never whole API objects), and `PodCache.evaluate`, the classify → delay →
+enqueue step. The watch runs it on every change and the reaper again right before every
+delete, so the two can never judge a pod differently: a zombie is queued for its due
+time, anything else leaves the queue. Due times come from timestamps the kubelet
+wrote, so its clock is the wall clock. It must never talk to the API server, and never
+decide what a verdict means beyond queueing: `rules` judges, the reaper deletes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from zombied.pod import PodSnapshot
+from zombied.queue import WorkQueue
+from zombied.rules import RuleSet, Verdict, classify, is_due
+
+__all__ = ["CacheEntry", "Evaluation", "PodCache"]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class CacheEntry:
+    """The newest snapshot of a terminal pod, when it was first seen, and its verdict."""
+
+    snapshot: PodSnapshot
+    first_seen: datetime
+    verdict: Verdict
+
+    @property
+    def since(self) -> datetime:
+        """When the pod became terminal, as far as we know: the age rules count from it."""
+        return self.snapshot.terminated_at or self.first_seen
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """What `PodCache.evaluate` decided for one key."""
+
+    entry: CacheEntry
+    #: Seconds until the zombie is due (0: due now); 0 for a pod that is no zombie.
+    delay: float
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict on the newest snapshot."""
+        return self.entry.verdict
+
+    @property
+    def due(self) -> bool:
+        """A zombie whose min age has passed."""
+        return self.entry.verdict.zombie and self.delay <= 0
+
+
+class PodCache:
+    """Snapshots of terminal pods by key, kept in step with the work queue.
+
+    ``on_zombies(n)`` is called whenever the number of cached zombies (due or not)
+    changes.
+    """
+
+    def __init__(
+        self,
+        rules: RuleSet,
+        queue: WorkQueue[str],
+        *,
+        now: Callable[[], datetime] = _utcnow,
+        on_zombies: Callable[[int], None] | None = None,
+    ) -> None:
+        self.rules = rules
+        self.queue = queue
+        self._now = now
+        self._on_zombies = on_zombies
+        self._entries: dict[str, CacheEntry] = {}
+        self._zombies: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    @property
+    def zombies(self) -> int:
+        """Entries whose verdict is zombie, due or not."""
+        return len(self._zombies)
+
+    def get(self, key: str) -> CacheEntry | None:
+        """The newest entry for ``key``, if the pod is known and terminal."""
+        return self._entries.get(key)
+
+    def entries(self) -> list[CacheEntry]:
+        """Every cached entry."""
+        return list(self._entries.values())
+
+    def due_now(self) -> int:
+        """Cached zombies whose min age has passed."""
+        now = self._now()
+        return sum(is_due(self._entries[key].verdict, now) for key in self._zombies)
+
+    # -- the one judging step -----------------------------------------------------------
+
+    def evaluate(self, key: str, *, take: bool = False) -> Evaluation | None:
+        """Judge the newest snapshot of ``key`` now and put the queue in step with it.
+
+        A zombie is queued for its due time; a pod that is no zombie, or no longer
+        cached, leaves the queue (None for the latter). With ``take`` the caller is the
+        worker holding ``key``: a zombie due now is left to it instead of queued again.
+        """
+        entry = self._entries.get(key)
+        if entry is None:
+            self.queue.discard(key)
+            return None
+        entry.verdict = classify(entry.snapshot, self.rules, first_seen=entry.first_seen)
+        delay = 0.0
+        if entry.verdict.zombie:
+            self._track(key, zombie=True)
+            due = entry.verdict.due
+            delay = 0.0 if due is None else max(0.0, (due - self._now()).total_seconds())
+            if delay > 0 or not take:
+                self.queue.add(key, delay)
+        else:
+            self._track(key, zombie=False)
+            self.queue.discard(key)
+        return Evaluation(entry, delay)
+
+    # -- changes from the watch ---------------------------------------------------------
+
+    def upsert(self, snapshot: PodSnapshot) -> Evaluation | None:
+        """Record the newest state of a pod and evaluate it; non-terminal pods leave."""
+        key = snapshot.key
+        if not snapshot.terminal:
+            self.remove(key)
+            return None
+        old = self._entries.get(key)
+        same_pod = old is not None and old.snapshot.uid == snapshot.uid
+        first_seen = old.first_seen if old is not None and same_pod else self._now()
+        # The verdict is filled in by evaluate, right below.
+        self._entries[key] = CacheEntry(snapshot, first_seen, Verdict(zombie=False))
+        return self.evaluate(key)
+
+    def remove(self, key: str, uid: str | None = None) -> None:
+        """Forget a pod (deleted, or no longer terminal); with ``uid`` only that pod."""
+        entry = self._entries.get(key)
+        if entry is None or (uid is not None and entry.snapshot.uid != uid):
+            return
+        del self._entries[key]
+        self._track(key, zombie=False)
+        self.queue.discard(key)
+
+    def reconcile(self, owns: Callable[[str], bool], snapshots: Iterable[PodSnapshot]) -> int:
+        """Replace the pods of the namespaces ``owns`` selects with a fresh LIST.
+
+        Returns how many cached pods the LIST no longer holds (they were forgotten).
+        """
+        seen: set[str] = set()
+        for snapshot in snapshots:
+            seen.add(snapshot.key)
+            self.upsert(snapshot)
+        stale = [
+            key
+            for key, entry in self._entries.items()
+            if key not in seen and owns(entry.snapshot.namespace)
+        ]
+        for key in stale:
+            self.remove(key)
+        return len(stale)
+
+    def _track(self, key: str, *, zombie: bool) -> None:
+        before = len(self._zombies)
+        if zombie:
+            self._zombies.add(key)
+        else:
+            self._zombies.discard(key)
+        if len(self._zombies) != before and self._on_zombies is not None:
+            self._on_zombies(len(self._zombies))

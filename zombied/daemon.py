@@ -34,7 +34,7 @@ from zombied import __version__, metrics
 from zombied.cache import PodCache
 from zombied.http import HttpServer, LoopMonitor
 from zombied.kube import open_api_client, own_namespace, pool_size
-from zombied.leader import Leadership, LeaseElector, default_identity
+from zombied.leader import ApiLeases, Leadership, LeaseElector, default_identity
 from zombied.log import get_logger
 from zombied.queue import WorkQueue
 from zombied.reaper import Reaper
@@ -197,9 +197,7 @@ class Daemon:
         if config.leader_elect:
             namespace = config.lease_namespace or own_namespace() or "default"
             self.elector = LeaseElector(
-                api,
-                name=config.lease_name,
-                namespace=namespace,
+                ApiLeases(api, name=config.lease_name, namespace=namespace),
                 identity=self.identity,
                 lease_duration=config.lease_duration,
                 renew_deadline=config.renew_deadline,

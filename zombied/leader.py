@@ -34,7 +34,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -71,6 +71,64 @@ def default_identity() -> str:
 def micro_time(moment: datetime) -> str:
     """A ``MicroTime`` as the API server writes it: RFC 3339, microseconds, UTC, ``Z``."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Leases(Protocol):
+    """The three requests on one Lease the elector makes; raw JSON in and out."""
+
+    name: str
+    namespace: str
+
+    async def request(
+        self,
+        op: Literal["get", "create", "replace"],
+        body: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Read, create or replace the Lease; raise what the API client raises."""
+        ...
+
+
+class ApiLeases:
+    """`Leases` on the API server, through kubernetes_asyncio without its models.
+
+    Raw JSON keeps fields this client does not model (a newer server's additions)
+    intact across read-modify-write, and MicroTime strings exactly as written.
+    """
+
+    def __init__(self, api: ApiClient, *, name: str, namespace: str) -> None:
+        # Untyped on purpose: the raw (_preload_content=False) answers are aiohttp
+        # responses, not the V1Lease models the stubs promise.
+        self._coordination: Any = CoordinationV1Api(api)
+        self.name = name
+        self.namespace = namespace
+
+    async def request(
+        self,
+        op: Literal["get", "create", "replace"],
+        body: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        # No request timeout here: the elector bounds every request with its own.
+        options = {"_preload_content": False}
+        api = self._coordination
+        if op == "get":
+            response = await api.read_namespaced_lease(self.name, self.namespace, **options)
+        elif op == "create":
+            response = await api.create_namespaced_lease(self.namespace, body, **options)
+        else:
+            response = await api.replace_namespaced_lease(
+                self.name, self.namespace, body, **options
+            )
+        async with response:
+            data = await response.read()
+        if not 200 <= response.status <= 299:
+            raise api_exception(response, data)
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            raise ApiException(status=0, reason=f"unexpected {op} answer: not a JSON object")
+        return obj
 
 
 class Leadership:
@@ -182,10 +240,8 @@ class LeaseElector:
 
     def __init__(
         self,
-        api: ApiClient,
+        leases: Leases,
         *,
-        name: str,
-        namespace: str,
         identity: str,
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
@@ -197,18 +253,16 @@ class LeaseElector:
                 "lease_duration > renew_deadline > retry_period > 0 is required, got "
                 f"{lease_duration}, {renew_deadline}, {retry_period}"
             )
-        # Untyped on purpose: the raw (_preload_content=False) answers are aiohttp
-        # responses, not the V1Lease models the stubs promise.
-        self._coordination: Any = CoordinationV1Api(api)
-        self.name = name
-        self.namespace = namespace
+        self.leases = leases
+        self.name = leases.name
+        self.namespace = leases.namespace
         self.identity = identity
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.request_timeout = retry_period * REQUEST_TIMEOUT_FACTOR
         self.leadership = leadership if leadership is not None else Leadership(False)
-        self._log = structlog.get_logger(lease=f"{namespace}/{name}", identity=identity)
+        self._log = structlog.get_logger(lease=f"{self.namespace}/{self.name}", identity=identity)
         self._rng = random.Random()
         # One write at a time: a release must not race a renewal of the same version.
         self._lock = anyio.Lock()
@@ -360,7 +414,11 @@ class LeaseElector:
         return await self._send_write("replace", {**lease, "spec": spec}, against=lease)
 
     async def _send_write(
-        self, op: str, body: dict[str, Any], *, against: dict[str, Any] | None
+        self,
+        op: Literal["create", "replace"],
+        body: dict[str, Any],
+        *,
+        against: dict[str, Any] | None,
     ) -> dict[str, Any]:
         """Send a write; remember it as unanswered until an HTTP answer arrives.
 
@@ -477,40 +535,20 @@ class LeaseElector:
 
     # -- HTTP -----------------------------------------------------------------------
 
-    async def _request(self, op: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One lease request with a short timeout; raw JSON in and out.
+    async def _request(
+        self, op: Literal["get", "create", "replace"], body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One lease request with a short timeout; failures raised as ``ApiException``.
 
-        Raw JSON keeps fields this client does not model (a newer server's additions)
-        intact across read-modify-write, and MicroTime strings exactly as written.
-        Timeouts and transport failures are raised as ``ApiException(status=0)``.
+        Timeouts and transport failures become ``ApiException(status=0)``.
         """
-        options = {"_preload_content": False, "_request_timeout": self.request_timeout}
-        api = self._coordination
         try:
             with anyio.fail_after(self.request_timeout):
-                if op == "get":
-                    response = await api.read_namespaced_lease(self.name, self.namespace, **options)
-                elif op == "create":
-                    response = await api.create_namespaced_lease(self.namespace, body, **options)
-                else:
-                    response = await api.replace_namespaced_lease(
-                        self.name, self.namespace, body, **options
-                    )
-                async with response:
-                    data = await response.read()
+                return await self.leases.request(op, body)
         except ApiException:
             raise
         except API_FAILURES as exc:
             raise ApiException(status=TRANSPORT_ERROR, reason=type(exc).__name__) from exc
-        if not 200 <= response.status <= 299:
-            raise api_exception(response, data)
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            raise ApiException(status=0, reason=f"unexpected {op} answer: not a JSON object")
-        return obj
 
     def _failed(self, exc: ApiException, op: str) -> int:
         """Log a failed request (each kind once until the next success); return its code."""

@@ -24,6 +24,11 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 #: Every outcome a delete attempt can have, as counted in ``zombied_pods_reaped_total``.
 OUTCOMES = ("deleted", "gone", "conflict", "dry_run", "error")
 
+# A DELETE answers in milliseconds on a healthy server and within its 10 s timeout at worst;
+# a due key waits for a worker from microseconds up to a minute under a QPS limit.
+_DELETE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
+
 _pods_reaped = Counter(
     "zombied_pods_reaped",
     "Delete attempts on zombie pods, by the rule that matched and the outcome "
@@ -33,7 +38,7 @@ _pods_reaped = Counter(
 _delete_duration = Histogram(
     "zombied_delete_duration_seconds",
     "Duration of DELETE requests for zombie pods, including the wait for the answer.",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    buckets=_DELETE_BUCKETS,
 )
 _queue_depth = Gauge(
     "zombied_queue_depth",
@@ -42,7 +47,7 @@ _queue_depth = Gauge(
 _queue_wait = Histogram(
     "zombied_queue_wait_seconds",
     "Time a key waited in the work queue between becoming due and being handed to a worker.",
-    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0),
+    buckets=_WAIT_BUCKETS,
 )
 _watch_restarts = Counter(
     "zombied_watch_restarts",

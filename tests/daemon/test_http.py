@@ -37,10 +37,8 @@ async def test_probes_and_metrics_on_an_ephemeral_port() -> None:
                     assert response.status == 200
                     assert "zombied_build_info" in await response.text()
     assert state["scrapes"] == 1
-    listening = [entry for entry in logs if entry["event"] == "http.listening"]
-    assert listening == [
-        {"event": "http.listening", "host": "127.0.0.1", "port": server.port, "log_level": "info"}
-    ]
+    (listening,) = [entry for entry in logs if entry["event"] == "http.listening"]
+    assert (listening["host"], listening["port"]) == ("127.0.0.1", server.port)
 
 
 async def test_port_in_use_fails_cleanly() -> None:

@@ -1,9 +1,11 @@
-"""Candidates campaigning for one Lease on the simulator, each with its own API client.
+"""Candidates campaigning for one Lease, each with its own connection.
 
-A :class:`Campaign` runs every elector in its own cancel scope (so a test can stop one
-"replica"), records each gain and loss of leadership with the loop time it happened
-(``Leadership.gained_at``/``lost_at``), samples ``leading`` of all candidates and
-watches the Lease in the simulator's store the way a standby would (the loop time at
+Two backends: the simulator over real HTTP (``campaign``), and an in-memory Lease on
+fake loop time (``memory_campaign``) for the election logic, where waiting out a lease
+costs nothing. A :class:`Campaign` runs every elector in its own cancel scope (so a
+test can stop one "replica"), records each gain and loss of leadership with the loop
+time it happened (``Leadership.gained_at``/``lost_at``), samples ``leading`` of all
+candidates and watches the stored Lease the way a standby would (the loop time at
 which each new record was first seen).
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +24,10 @@ import pytest
 from anyio.abc import TaskGroup
 from kubernetes_asyncio.client import ApiClient
 from zombied.kube import open_api_client
-from zombied.leader import LeaseElector
+from zombied.leader import ApiLeases, LeaseElector
 
 from tests.helpers import eventually
+from tests.leader.memory import LeaseServer, MemoryLeases
 
 LEASE = "zombied"
 NAMESPACE = "default"
@@ -43,7 +46,7 @@ async def wait_for(predicate: Callable[[], bool], within: float, what: str) -> N
 class Candidate:
     identity: str
     elector: LeaseElector
-    api: ApiClient
+    leases: Any  # ApiLeases on the simulator, MemoryLeases in memory
     scope: anyio.CancelScope
     stopped: anyio.Event = field(default_factory=anyio.Event)
     _changes: list[tuple[float, bool]] = field(default_factory=list)
@@ -104,9 +107,17 @@ class Seen:
 
 
 class Campaign:
-    def __init__(self, sim: Any, kubeconfig: Path, tg: TaskGroup, stack: AsyncExitStack) -> None:
-        self.sim = sim
-        self.kubeconfig = kubeconfig
+    """Candidates on one Lease; ``lease()`` reads it the way the server stores it."""
+
+    def __init__(
+        self,
+        lease: Callable[[], dict[str, Any] | None],
+        connect: Callable[[], Awaitable[Any]],
+        tg: TaskGroup,
+        stack: AsyncExitStack,
+    ) -> None:
+        self.lease = lease
+        self._connect = connect
         self.tg = tg
         self.stack = stack
         self.candidates: list[Candidate] = []
@@ -114,18 +125,14 @@ class Campaign:
         self.overlaps: list[tuple[float, list[str]]] = []
         self.seen: list[Seen] = []
 
-    async def open_api(self) -> ApiClient:
-        api: ApiClient = await self.stack.enter_async_context(open_api_client(str(self.kubeconfig)))
-        return api
-
     async def add(self, identity: str, **durations: float) -> Candidate:
-        return self.add_with(identity, await self.open_api(), **durations)
+        return self.add_with(identity, await self._connect(), **durations)
 
-    def add_with(self, identity: str, api: ApiClient, **durations: float) -> Candidate:
+    def add_with(self, identity: str, leases: Any, **durations: float) -> Candidate:
         settings = {**FAST, **durations}
         scope = anyio.CancelScope()
-        elector = LeaseElector(api, name=LEASE, namespace=NAMESPACE, identity=identity, **settings)
-        candidate = Candidate(identity, elector, api, scope)
+        elector = LeaseElector(leases, identity=identity, **settings)
+        candidate = Candidate(identity, elector, leases, scope)
         self.candidates.append(candidate)
 
         async def run() -> None:
@@ -145,10 +152,6 @@ class Campaign:
     def leader(self) -> Candidate | None:
         leaders = self.leaders()
         return leaders[0] if len(leaders) == 1 else None
-
-    def lease(self) -> dict[str, Any] | None:
-        obj: dict[str, Any] | None = self.sim.store.get("leases", NAMESPACE, LEASE)
-        return obj
 
     def spec(self) -> dict[str, Any]:
         lease = self.lease()
@@ -191,10 +194,11 @@ class Campaign:
 
 
 @asynccontextmanager
-async def open_campaign(sim: Any, tmp_path: Path) -> AsyncIterator[Campaign]:
-    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+async def open_campaign(
+    lease: Callable[[], dict[str, Any] | None], connect: Callable[[AsyncExitStack], Any]
+) -> AsyncIterator[Campaign]:
     async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
-        campaign = Campaign(sim, kubeconfig, tg, stack)
+        campaign = Campaign(lease, lambda: connect(stack), tg, stack)
         tg.start_soon(campaign._monitor)
         try:
             yield campaign
@@ -208,7 +212,35 @@ async def open_campaign(sim: Any, tmp_path: Path) -> AsyncIterator[Campaign]:
             tg.cancel_scope.cancel()
 
 
+def sim_leases(api: ApiClient) -> ApiLeases:
+    return ApiLeases(api, name=LEASE, namespace=NAMESPACE)
+
+
 @pytest.fixture
 def campaign(sim: Any, tmp_path: Path) -> Callable[[], Any]:
-    """``async with campaign() as c:`` — a fresh campaign on the test's simulator."""
-    return lambda: open_campaign(sim, tmp_path)
+    """``async with campaign() as c:`` — a campaign on the test's simulator, real HTTP."""
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+
+    async def connect(stack: AsyncExitStack) -> ApiLeases:
+        return sim_leases(await stack.enter_async_context(open_api_client(str(kubeconfig))))
+
+    return lambda: open_campaign(lambda: sim.store.get("leases", NAMESPACE, LEASE), connect)
+
+
+@pytest.fixture
+def server() -> LeaseServer:
+    """The in-memory Lease of ``memory_campaign``."""
+    return LeaseServer(LEASE, NAMESPACE)
+
+
+@pytest.fixture
+def memory_campaign(server: LeaseServer) -> Callable[[], Any]:
+    """``async with memory_campaign() as c:`` — a campaign on the in-memory Lease.
+
+    Use it with ``pytest.mark.looptime``: waits then cost no real time.
+    """
+
+    async def connect(_stack: AsyncExitStack) -> MemoryLeases:
+        return server.client()
+
+    return lambda: open_campaign(lambda: server.lease, connect)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from kubernetes_asyncio.client import ApiClient, Configuration
-from zombied.leader import LeaseElector, default_identity, micro_time
+from zombied.leader import ApiLeases, LeaseElector, default_identity, micro_time
 
 
 def test_identity_uses_pod_name_and_a_random_suffix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,9 +47,7 @@ async def test_rejects_inconsistent_durations(lease: float, deadline: float, ret
     async with ApiClient(Configuration(host="http://127.0.0.1:9")) as api:
         with pytest.raises(ValueError, match="lease_duration > renew_deadline > retry_period"):
             LeaseElector(
-                api,
-                name="zombied",
-                namespace="default",
+                ApiLeases(api, name="zombied", namespace="default"),
                 identity="x",
                 lease_duration=lease,
                 renew_deadline=deadline,
@@ -59,6 +57,6 @@ async def test_rejects_inconsistent_durations(lease: float, deadline: float, ret
 
 async def test_not_leader_before_running() -> None:
     async with ApiClient(Configuration(host="http://127.0.0.1:9")) as api:
-        elector = LeaseElector(api, name="zombied", namespace="default", identity="x")
+        elector = LeaseElector(ApiLeases(api, name="zombied", namespace="default"), identity="x")
         assert not elector.leadership.leading
         assert elector.holder == ""

@@ -27,6 +27,7 @@ import yaml
 from aiohttp import web
 
 from kubesim.faults import Faults
+from kubesim.listener import Listener
 from kubesim.rbac import Authorizer, PolicyRule
 from kubesim.requestlog import RequestLog, RequestRecord
 from kubesim.server import ApiServer
@@ -41,7 +42,8 @@ __all__ = ["DeletedRecord", "PolicyRule", "RequestLog", "RequestRecord", "Simula
 class Simulator:
     """A running simulated API server; use as ``async with Simulator() as sim``.
 
-    Leaves no task, timer or socket behind on exit. It has no task group of its
+    Leaves no task, timer or socket behind on exit, not even a connection accepted
+    while it was stopping (:mod:`kubesim.listener`). It has no task group of its
     own (a fixture may enter and leave it from different tasks): graceful-deletion
     timers are event-loop timers cancelled on exit, and everything else runs in
     aiohttp's per-connection handlers.
@@ -72,7 +74,7 @@ class Simulator:
         self._rbac_files = tuple(rbac_files)
         self._cluster: Cluster | None = None
         self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
+        self._listener: Listener | None = None
         self._timers: set[asyncio.TimerHandle] = set()
         from kubesim.control import ControlApi  # noqa: PLC0415 - control needs the class
 
@@ -104,24 +106,16 @@ class Simulator:
         )
         await runner.setup()
         self._runner = runner
+        assert runner.server is not None
+        self._listener = Listener(runner.server, ssl_context=self._ssl)
         try:
-            await self._start_site()
+            self.port = await self._listener.start(self.host, self.port)
         except BaseException:
             await runner.cleanup()
             self._runner = None
+            self._listener = None
             raise
         return self
-
-    async def _start_site(self) -> None:
-        assert self._runner is not None
-        site = web.TCPSite(
-            self._runner, self.host, self.port, reuse_address=True, ssl_context=self._ssl
-        )
-        await site.start()
-        self._site = site
-        server = site._server
-        assert isinstance(server, asyncio.base_events.Server)
-        self.port = int(server.sockets[0].getsockname()[1])
 
     async def __aexit__(
         self,
@@ -135,10 +129,16 @@ class Simulator:
             handle.cancel()
         self._timers.clear()
         self.server.cut_watches()
+        if self._listener is not None:
+            # Refuse new connections before the HTTP handlers shut down, and close
+            # every connection accepted (even one accepted during the shutdown) after.
+            self._listener.stop_accepting()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._listener is not None:
+            await self._listener.aclose()
         self._runner = None
-        self._site = None
+        self._listener = None
 
     async def restart(self, down_for: float = 0.0, *, spare: object = None) -> None:
         """Cut every open connection, like an apiserver restart; state survives.
@@ -146,18 +146,15 @@ class Simulator:
         With ``down_for`` the port refuses connections for that many seconds.
         ``spare`` is a transport to leave open (the control request asking for this).
         """
-        assert self._runner is not None
+        listener = self._listener
+        assert listener is not None
         self.server.cut_watches()
-        if down_for > 0 and self._site is not None:
-            await self._site.stop()
-        server = self._runner.server
-        if server is not None:
-            for conn in server.connections:
-                if conn.transport is not spare:
-                    conn.force_close()
+        if down_for > 0:
+            listener.stop_accepting()
+        listener.close_connections(spare=spare)
         if down_for > 0:
             await asyncio.sleep(down_for)
-            await self._start_site()
+            await listener.start(self.host, self.port)
 
     # ---------------------------------------------------------------- access
 

@@ -53,6 +53,18 @@ async def test_a_connection_accepted_while_stopping_is_closed(iterations: int, t
         assert await ended(client), f"server kept the connection open ({iterations} iterations)"
 
 
+@pytest.mark.parametrize("iterations", range(6))
+async def test_a_connection_accepted_while_restarting_is_cut(
+    sim: Simulator, iterations: int
+) -> None:
+    client = connect(sim)
+    for _ in range(iterations):
+        await asyncio.sleep(0)
+    await sim.restart(down_for=0.01)
+    with client:
+        assert await ended(client), f"restart kept the connection open ({iterations} iterations)"
+
+
 async def test_open_connections_are_closed_on_exit() -> None:
     async with Simulator() as sim:
         idle = connect(sim)

@@ -4,6 +4,12 @@
 (``SOAK_S`` set, as ``make soak`` does) gets ``nightly`` and everything else ``quick``.
 Profiles are applied per test with ``settings(parent=...)``, never loaded globally, so
 the rest of the test suite keeps its own budgets.
+
+A failure prints a ``@reproduce_failure`` blob (``print_blob``) that replays it. Locally,
+failing examples are also saved in ``.hypothesis/`` and replayed first on the next run;
+under CI (``CI`` set) nothing is saved, since the directory does not outlive the job:
+the blob in the log is the reproduction (and hypothesis' own CI defaults derandomize,
+so every CI run draws the same examples).
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import os
 from hypothesis import HealthCheck, settings
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+#: Under CI no example database (see above); elsewhere hypothesis' directory database.
+_DATABASE: dict[str, None] = {"database": None} if os.environ.get("CI") else {}
 
 settings.register_profile(
     "quick",
@@ -21,6 +29,7 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=_SLOW_OK,
     print_blob=True,
+    **_DATABASE,
 )
 settings.register_profile(
     "nightly",
@@ -29,6 +38,7 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=_SLOW_OK,
     print_blob=True,
+    **_DATABASE,
 )
 
 

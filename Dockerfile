@@ -5,6 +5,9 @@
 # runs as a numeric non-root user on a read-only root filesystem: nothing is written at
 # run time (bytecode is compiled at install time, pip leaves no cache).
 
+# The builder stage is never shipped, so the required OCI labels (.hadolint.yaml) are
+# the runtime stage's alone.
+# hadolint ignore=DL3049
 FROM python:3.11.11-slim-bookworm AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1

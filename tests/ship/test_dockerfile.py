@@ -1,10 +1,13 @@
 """The container image, checked without a Docker engine.
 
-The Dockerfile is parsed and held to what the deployment relies on: a pinned slim base,
-a builder stage, a runtime stage that installs nothing but the built wheel, a numeric
-non-root user, exec-form ENTRYPOINT/CMD (so SIGTERM reaches zombied), no writes at run
-time. Then the wheel is built as the builder stage builds it, installed on its own, and
-its console script is run the way the image runs it.
+hadolint lints the Dockerfile (``.hadolint.yaml``: every finding fails, the OCI labels
+are required; it also rejects a floating tag, a shell-form ENTRYPOINT/CMD and a root
+USER). BuildKit's own parser (the ``dockerfile`` package) reads the instructions this
+test holds to what the deployment relies on: a pinned slim base, a builder stage, a
+runtime stage that installs nothing but the built wheel, a numeric non-root user,
+exec-form ENTRYPOINT/CMD (so SIGTERM reaches zombied), no writes at run time. Then the
+wheel is built as the builder stage builds it, installed on its own, and its console
+script is run the way the image runs it.
 """
 
 from __future__ import annotations
@@ -14,17 +17,20 @@ import os
 import shlex
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dockerfile
 import pytest
 
 from .manifests import ROOT
 
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
+HADOLINT = Path(sysconfig.get_path("scripts")) / "hadolint"
 
 
 def project_version() -> str:
@@ -35,75 +41,58 @@ def project_version() -> str:
 
 @dataclass
 class Stage:
+    """One build stage: its FROM and the instructions after it."""
+
     base: str
     name: str | None
-    instructions: list[tuple[str, str]] = field(default_factory=list)
+    commands: list[dockerfile.Command] = field(default_factory=list)
 
-    def all(self, keyword: str) -> list[str]:
-        return [value for kw, value in self.instructions if kw == keyword]
+    def all(self, keyword: str) -> list[dockerfile.Command]:
+        return [c for c in self.commands if c.cmd == keyword]
 
+    def values(self, keyword: str) -> list[str]:
+        """The arguments of every ``keyword`` instruction, joined as one string each."""
+        return [" ".join(c.value) for c in self.all(keyword)]
 
-def _logical_lines(text: str) -> list[str]:
-    """Instructions with line continuations joined and comments dropped."""
-    lines: list[str] = []
-    current = ""
-    for raw in text.splitlines():
-        stripped = raw.strip()
-        if not current and (not stripped or stripped.startswith("#")):
-            continue
-        if current and stripped.startswith("#"):
-            continue  # a comment inside a continued instruction
-        if stripped.endswith("\\"):
-            current += stripped[:-1].rstrip() + " "
-            continue
-        lines.append(current + stripped)
-        current = ""
-    assert not current, "Dockerfile ends inside a continued line"
-    return lines
+    def pairs(self, keyword: str) -> dict[str, str]:
+        """The key=value pairs of every ENV or LABEL instruction (quotes removed)."""
+        found: dict[str, str] = {}
+        for command in self.all(keyword):
+            values = command.value
+            for key, value in zip(values[::2], values[1::2], strict=True):
+                found[key] = value.removeprefix('"').removesuffix('"')
+        return found
 
 
-def parse_dockerfile(text: str) -> list[Stage]:
+def stages_of(path: Path) -> list[Stage]:
     stages: list[Stage] = []
-    for line in _logical_lines(text):
-        keyword, _, value = line.partition(" ")
-        keyword = keyword.upper()
-        value = value.strip()
-        if keyword == "FROM":
-            words = [w for w in value.split() if not w.startswith("--")]
-            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
-            stages.append(Stage(base=words[0], name=name))
-        elif keyword == "ARG" and not stages:
-            continue
+    for command in dockerfile.parse_file(str(path)):
+        if command.cmd == "FROM":
+            base, *rest = command.value
+            name = rest[1] if len(rest) == 2 and rest[0].upper() == "AS" else None
+            stages.append(Stage(base, name))
+        elif stages:
+            stages[-1].commands.append(command)
         else:
-            assert stages, f"{keyword} before the first FROM"
-            stages[-1].instructions.append((keyword, value))
+            assert command.cmd == "ARG", f"{command.cmd} before the first FROM"
     return stages
 
 
-def _run_words(run: str) -> list[str]:
-    """The shell words of a RUN instruction, without its --mount/--network options."""
-    words = shlex.split(run)
-    while words and words[0].startswith("--"):
-        words.pop(0)
-    return words
-
-
-def _pip_install_targets(words: list[str]) -> list[str]:
-    """What each ``pip install`` in a shell command line installs (not its option values)."""
-    targets: list[str] = []
+def pip_install_targets(shell: str) -> list[str]:
+    """What each ``pip install`` of a RUN's shell command installs (not option values)."""
     takes_value = {"-c", "--constraint", "-r", "--requirement", "--target", "-t", "--prefix"}
     commands: list[list[str]] = [[]]
-    for word in words:
+    for word in shlex.split(shell):
         if word in ("&&", ";", "||"):
             commands.append([])
         else:
             commands[-1].append(word)
+    targets: list[str] = []
     for command in commands:
         if "pip" not in " ".join(command) or "install" not in command:
             continue
-        rest = command[command.index("install") + 1 :]
         skip = False
-        for word in rest:
+        for word in command[command.index("install") + 1 :]:
             if skip:
                 skip = False
             elif word in takes_value:
@@ -115,18 +104,50 @@ def _pip_install_targets(words: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def stages() -> list[Stage]:
-    return parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))
+    return stages_of(DOCKERFILE)
 
 
-def test_parser_understands_continuations_and_exec_form() -> None:
-    parsed = parse_dockerfile(
-        'ARG X=1\nFROM a:1 AS b\nRUN one \\\n  # note\n  two\nFROM c:2\nCMD ["x"]\n'
+def hadolint(path: Path) -> list[dict[str, object]]:
+    result = subprocess.run(
+        [str(HADOLINT), "--config", str(ROOT / ".hadolint.yaml"), "--format", "json", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
-    assert [(s.base, s.name) for s in parsed] == [("a:1", "b"), ("c:2", None)]
-    assert parsed[0].all("RUN") == ["one two"]
-    assert _pip_install_targets(
-        _run_words("--mount=type=bind,x=y pip install -c c.txt /w/z.whl && pip install q")
-    ) == ["/w/z.whl", "q"]
+    assert result.returncode in (0, 1), result.stderr
+    findings: list[dict[str, object]] = json.loads(result.stdout or "[]")
+    return findings
+
+
+def test_hadolint_finds_nothing() -> None:
+    assert hadolint(DOCKERFILE) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        (("python:3.11.11-slim-bookworm AS runtime", "python:latest AS runtime"), "DL3007"),
+        (('ENTRYPOINT ["zombied"]', "ENTRYPOINT zombied"), "DL3025"),
+        (("USER 65532:65532", "USER root"), "DL3002"),
+        (('org.opencontainers.image.licenses="Apache-2.0" \\', "\\"), "DL3049"),
+    ],
+    ids=["floating-tag", "shell-form", "root-user", "missing-label"],
+)
+def test_hadolint_rejects_what_the_image_must_not_do(
+    tmp_path: Path, change: tuple[str, str], code: str
+) -> None:
+    old, new = change
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    assert old in text
+    broken = tmp_path / "Dockerfile"
+    broken.write_text(text.replace(old, new), encoding="utf-8")
+    assert code in {finding["code"] for finding in hadolint(broken)}
+
+
+def test_pip_install_targets_skip_option_values() -> None:
+    shell = "pip install -c c.txt /w/z.whl && python -m pip install --target t q"
+    assert pip_install_targets(shell) == ["/w/z.whl", "q"]
 
 
 def test_multi_stage_on_a_pinned_slim_python(stages: list[Stage]) -> None:
@@ -142,24 +163,25 @@ def test_multi_stage_on_a_pinned_slim_python(stages: list[Stage]) -> None:
 
 def test_builder_builds_the_wheel(stages: list[Stage]) -> None:
     builder = stages[0]
-    assert any("-m build --wheel" in run for run in builder.all("RUN"))
+    assert any("-m build --wheel" in run for run in builder.values("RUN"))
 
 
 def test_runtime_installs_only_the_wheel(stages: list[Stage]) -> None:
     runtime = stages[-1]
-    targets = [t for run in runtime.all("RUN") for t in _pip_install_targets(_run_words(run))]
+    runs = runtime.values("RUN")
+    targets = [t for run in runs for t in pip_install_targets(run)]
     assert targets, "the runtime stage must install the wheel"
     assert all(t.endswith(".whl") for t in targets), targets
-    installs = [run for run in runtime.all("RUN") if "pip" in run and "install" in run]
+    installs = [run for run in runs if pip_install_targets(run)]
     # Dependencies resolve to the same pins as the tested environment.
-    assert all("-c " in run or "--constraint" in run for run in installs)
+    assert all({"-c", "--constraint"} & set(shlex.split(run)) for run in installs)
     assert not runtime.all("ADD")
     copies = runtime.all("COPY")
-    assert all("--from=builder" in copy for copy in copies), copies
+    assert all("--from=builder" in copy.flags for copy in copies), copies
 
 
 def test_runtime_runs_as_numeric_non_root(stages: list[Stage]) -> None:
-    users = stages[-1].all("USER")
+    users = stages[-1].values("USER")
     assert users, "the runtime stage must set USER"
     uid, _, gid = users[-1].partition(":")
     assert uid.isdigit()
@@ -170,24 +192,30 @@ def test_runtime_runs_as_numeric_non_root(stages: list[Stage]) -> None:
 def test_entrypoint_and_cmd_are_exec_form(stages: list[Stage]) -> None:
     runtime = stages[-1]
     # JSON arrays: zombied is PID 1 and gets SIGTERM itself, no shell in between.
-    assert json.loads(runtime.all("ENTRYPOINT")[-1]) == ["zombied"]
-    assert json.loads(runtime.all("CMD")[-1]) == ["run"]
-    assert runtime.all("EXPOSE") == ["8080"]
+    (entrypoint,) = runtime.all("ENTRYPOINT")
+    (cmd,) = runtime.all("CMD")
+    assert entrypoint.json
+    assert cmd.json
+    assert entrypoint.value == ("zombied",)
+    assert cmd.value == ("run",)
+    assert runtime.values("EXPOSE") == ["8080"]
 
 
 def test_runtime_writes_nothing(stages: list[Stage]) -> None:
-    env = " ".join(stages[-1].all("ENV"))
-    assert "PYTHONDONTWRITEBYTECODE=1" in env
-    assert "PIP_NO_CACHE_DIR=1" in env
+    env = stages[-1].pairs("ENV")
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert env["PIP_NO_CACHE_DIR"] == "1"
     assert not stages[-1].all("VOLUME")
 
 
 def test_oci_labels(stages: list[Stage]) -> None:
-    labels = " ".join(stages[-1].all("LABEL"))
-    for key in ("title", "description", "version", "licenses"):
-        assert f"org.opencontainers.image.{key}=" in labels
+    # hadolint requires the labels (.hadolint.yaml); their values are checked here.
+    labels = stages[-1].pairs("LABEL")
+    assert labels["org.opencontainers.image.title"] == "zombied"
+    assert labels["org.opencontainers.image.version"] == "${VERSION}"
+    assert labels["org.opencontainers.image.base.name"].endswith(stages[-1].base)
     # `make image` passes the version; the default must not go stale either.
-    assert f"VERSION={project_version()}" in stages[-1].all("ARG")
+    assert f"VERSION={project_version()}" in stages[-1].values("ARG")
 
 
 def test_dockerignore_admits_exactly_what_the_build_copies(stages: list[Stage]) -> None:
@@ -202,17 +230,16 @@ def test_dockerignore_admits_exactly_what_the_build_copies(stages: list[Stage]) 
         source.rstrip("/")
         for stage in stages
         for copy in stage.all("COPY")
-        if "--from=" not in copy
-        for source in copy.split()[:-1]
-        if not source.startswith("--")
+        if not any(flag.startswith("--from=") for flag in copy.flags)
+        for source in copy.value[:-1]
     }
     mounted = {
         part.split("=", 1)[1]
         for stage in stages
         for run in stage.all("RUN")
-        for word in shlex.split(run)
-        if word.startswith("--mount=") and "from=" not in word
-        for part in word.removeprefix("--mount=").split(",")
+        for flag in run.flags
+        if flag.startswith("--mount=") and "from=" not in flag
+        for part in flag.removeprefix("--mount=").split(",")
         if part.startswith("source=")
     }
     assert copied | mounted <= admitted

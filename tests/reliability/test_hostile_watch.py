@@ -188,7 +188,7 @@ async def stub_server(script: Script, tmp_path: Path) -> AsyncIterator[Path]:
     try:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = runner.addresses[0][1]
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(
             yaml.safe_dump(

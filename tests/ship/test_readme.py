@@ -30,8 +30,8 @@ def text() -> str:
 
 
 def _flags(command: str) -> set[str]:
-    parser = build_parser(command)
-    return {flag for action in parser._actions for flag in action.option_strings}
+    """The flags ``zombied <command> --help`` shows."""
+    return set(re.findall(r"(?<![\w-])--?[a-z][a-z0-9-]*", build_parser(command).format_help()))
 
 
 def _code_blocks(text: str) -> Iterator[str]:

@@ -3,40 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kubesim import Simulator
 
 
-def _current_loop(policy: asyncio.AbstractEventLoopPolicy) -> asyncio.AbstractEventLoop | None:
-    # Peek without creating one: the policy's get_event_loop() would make a new loop.
-    loop = getattr(getattr(policy, "_local", None), "_loop", None)
-    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
+@pytest.fixture(scope="session", autouse=True)
+def no_implicit_event_loop() -> None:
+    """Tell the event loop policy once that "no current event loop" is an answer.
 
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
-    """Close the event loop looptime's hook creates for a sync test, instead of leaking it.
-
-    Otherwise the next async test fails on an "unclosed event loop" ResourceWarning
-    (``filterwarnings = error``).
+    looptime asks the policy for the current loop before every test, synchronous ones
+    included. Until ``set_event_loop`` has been called, the default policy answers by
+    creating a loop that nobody closes, and its ResourceWarning fails some later test
+    (``filterwarnings = error``). After ``set_event_loop(None)`` it raises RuntimeError
+    instead (what Python 3.14 always does), which looptime takes as "no loop here".
     """
-    if inspect.iscoroutinefunction(pyfuncitem.obj):
-        return (yield)
-    policy = asyncio.get_event_loop_policy()
-    before = _current_loop(policy)
-    try:
-        return (yield)
-    finally:
-        after = _current_loop(policy)
-        if after is not None and after is not before and not after.is_running():
-            after.close()
-            policy.set_event_loop(before)
+    asyncio.get_event_loop_policy().set_event_loop(None)
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 # is created on demand from pyproject.toml and the pinned constraints.txt.
 #
 #   make demo        simulated cluster: preempt a node, watch zombied reap the zombies
-#   make test        lint, types, import layers, the test suite with coverage (no soak)
+#   make test        lint, types, import layers, the test suite with coverage (no soak),
+#                    on TEST_JOBS=auto processes (0: one process)
 #   make lint        the static checks of `make test`, without the tests
 #   make fmt         rewrite the code in the house style
 #   make bench       benchmark (QUICK=1 for a short run)
@@ -26,6 +27,8 @@ IMAGE ?= zombied
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 SOAK_S ?= 600
 CI_SOAK_S ?= 15
+# pytest-xdist workers for `make test` (auto: one per core; 0: no workers, one process).
+TEST_JOBS ?= auto
 COV_MIN ?= 90
 
 # Tools run as modules of the venv's interpreter, never through bin/ scripts, so a
@@ -61,9 +64,12 @@ lint: $(STAMP)
 
 # pytest exit code 5 means "no tests collected": that is a broken suite, not a pass.
 # The chaos soak (marked slow) runs in `make soak` and `make soak-ci`, not here.
+# Tests are spread over TEST_JOBS processes one by one, except that the tests of one
+# `pytest.mark.xdist_group` run in one process (those sharing an expensive fixture).
 test: lint
 	@rm -f .coverage .coverage.*
-	@rc=0; $(PYTEST) -m 'not slow' --cov=zombied --cov=kubesim --cov-report=term tests || rc=$$?; \
+	@rc=0; $(PYTEST) -m 'not slow' -n $(TEST_JOBS) --dist loadgroup \
+		--cov=zombied --cov=kubesim --cov-report=term tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 	$(COVERAGE) report --include='zombied/*' --fail-under=$(COV_MIN)

@@ -32,6 +32,9 @@ DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 HADOLINT = Path(sysconfig.get_path("scripts")) / "hadolint"
 
+# One process builds the wheel once for all of these tests.
+pytestmark = pytest.mark.xdist_group("wheel")
+
 
 def project_version() -> str:
     with (ROOT / "pyproject.toml").open("rb") as file:

@@ -30,7 +30,8 @@ from .manifests import (
     render,
 )
 
-pytestmark = pytest.mark.kubectl
+# One process renders each variant once for all of these tests.
+pytestmark = [pytest.mark.kubectl, pytest.mark.xdist_group("manifests")]
 
 #: The oldest Kubernetes minor we support, and the newest the schema package knows.
 SCHEMA_VERSIONS = ("1.31.0", kubernetes_validate.latest_version() + ".0")

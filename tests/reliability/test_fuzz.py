@@ -13,6 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
@@ -20,6 +21,10 @@ from zombied.rules import RULE_NAMES, Rule, RuleSet, classify
 from zombied.watch import EventParseError, parse_event
 
 from tests.reliability.profiles import budget
+
+# Thousands of examples through the same few functions: the unit tests cover their
+# lines, and tracing every example for coverage doubles the time.
+pytestmark = pytest.mark.no_cover
 
 # Keys that the parsers look at, so random objects reach deep into them.
 KEYS = [

@@ -90,11 +90,6 @@ class Listener:
         self._generation = 0
         self._closed = False
 
-    @property
-    def connections(self) -> int:
-        """How many accepted connections are open."""
-        return len(self._connections)
-
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host``:``port`` (0: a free port); return the port."""
         loop = asyncio.get_running_loop()

@@ -10,7 +10,10 @@ At every ``settle`` step and at the end, with faults stopped: every due zombie i
 within a bound and the queue holds no key of a pod that is gone.
 
 The simulator and the daemon run on an event loop in a helper thread (an anyio
-blocking portal); every step runs on that loop, so it is atomic for the daemon.
+blocking portal); every step runs on that loop, so it is atomic for the daemon. No
+step waits on the wall clock: a failure prints ``@reproduce_failure(...)``, which
+replays the same history when put on the ``ClusterHistory`` class (not on the test
+function, whatever hypothesis' message says).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared fixtures: a running simulated API server and a kubeconfig pointing at it."""
+"""Shared fixtures: a simulated API server and a kubeconfig for it; a real kube-apiserver."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 
 from kubesim import Simulator
+
+# The real kube-apiserver fixtures (see tests/realserver/fixtures.py), for any test.
+from tests.realserver.fixtures import real_cluster, real_namespace
+
+__all__ = ["real_cluster", "real_namespace"]
 
 
 @pytest.fixture(scope="session", autouse=True)

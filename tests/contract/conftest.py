@@ -1,8 +1,13 @@
-"""The API server under contract: the simulator, or a real cluster named by a kubeconfig.
+"""The API server under contract: the simulator and a real kube-apiserver, or any cluster.
 
-Set ``ZOMBIED_CONTRACT_KUBECONFIG`` to run the portable contract against a real
-kube-apiserver. Tests that need fault injection, compaction or the request log ask
-for ``sim_only`` and skip there.
+Every contract test runs twice: against ``kubesim`` and against a real kube-apiserver
+v1.20.2 with etcd (``tests/realserver``); the test id names the server
+(``[kubesim]`` / ``[kube-apiserver-v1.20.2]``). Set ``ZOMBIED_CONTRACT_KUBECONFIG`` to
+run the contract against any other cluster instead (id ``[external]``). Tests that
+need fault injection, compaction or the request log ask for ``sim_only`` and skip on
+a real server.
+
+Where server versions differ, a test states what holds on all of them.
 """
 
 from __future__ import annotations
@@ -23,21 +28,55 @@ from zombied.kube import open_api_client
 
 from kubesim import Simulator
 from tests.helpers import eventually
+from tests.realserver.cluster import NAME as REAL
 
 ENV = "ZOMBIED_CONTRACT_KUBECONFIG"
+SIM = "kubesim"
+EXTERNAL = "external"
 
 
 @dataclass
 class Server:
     kubeconfig: Path
     sim: Simulator | None
+    #: How the test report names it: ``kubesim``, ``kube-apiserver-v1.20.2``, ``external``.
+    name: str = SIM
+
+    @property
+    def real(self) -> bool:
+        return self.sim is None
+
+
+def server_params() -> list[Any]:
+    """The servers every contract test runs against, as pytest params (id = name)."""
+    if os.environ.get(ENV):
+        return [pytest.param(EXTERNAL, id=EXTERNAL)]
+    return [pytest.param(SIM, id=SIM), pytest.param(REAL, id=REAL)]
+
+
+def real_kubeconfig(request: pytest.FixtureRequest) -> Path | None:
+    """The kubeconfig of the param's real server; None for the simulator."""
+    if request.param == EXTERNAL:
+        return Path(os.environ[ENV])
+    if request.param == REAL:
+        cluster = request.getfixturevalue("real_cluster")
+        kubeconfig: Path = cluster.admin_kubeconfig
+        return kubeconfig
+    return None
+
+
+@pytest.fixture(params=server_params())
+def server_kubeconfig(request: pytest.FixtureRequest) -> tuple[str, Path | None]:
+    return request.param, real_kubeconfig(request)
 
 
 @pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    external = os.environ.get(ENV)
-    if external:
-        yield Server(Path(external), None)
+async def server(
+    server_kubeconfig: tuple[str, Path | None], tmp_path: Path
+) -> AsyncIterator[Server]:
+    name, kubeconfig = server_kubeconfig
+    if kubeconfig is not None:
+        yield Server(kubeconfig, None, name)
         return
     async with Simulator(bookmark_interval=0.2, tls=True) as sim:
         yield Server(sim.write_kubeconfig(tmp_path / "kubeconfig"), sim)
@@ -47,7 +86,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
 def sim_only(server: Server) -> Simulator:
     """The simulator behind ``server``; skips against a real cluster."""
     if server.sim is None:
-        pytest.skip(f"needs the simulator (fault injection / internals); {ENV} is set")
+        pytest.skip(f"needs the simulator (fault injection / internals), not {server.name}")
     return server.sim
 
 

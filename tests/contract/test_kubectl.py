@@ -9,7 +9,6 @@ watch-based ``delete --wait``), and each must work.
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import shutil
@@ -25,7 +24,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from zombied.kube import open_api_client
 
 from kubesim import Simulator
-from tests.contract.conftest import ENV, Server, make_pod
+from tests.contract.conftest import Server, make_pod, real_kubeconfig, server_params
 
 # One simulator (and event loop) for the whole module: each kubectl run is a
 # process start plus discovery, so a fresh server per test would double the cost.
@@ -68,11 +67,18 @@ def kubectl_bin(request: pytest.FixtureRequest) -> Path:
     return path
 
 
+@pytest.fixture(scope="module", params=server_params())
+def server_kubeconfig(request: pytest.FixtureRequest) -> tuple[str, Path | None]:
+    return request.param, real_kubeconfig(request)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
-    external = os.environ.get(ENV)
-    if external:
-        yield Server(Path(external), None)
+async def server(
+    server_kubeconfig: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Server]:
+    name, kubeconfig = server_kubeconfig
+    if kubeconfig is not None:
+        yield Server(kubeconfig, None, name)
         return
     async with Simulator(bookmark_interval=0.2, tls=True) as sim:
         yield Server(sim.write_kubeconfig(tmp_path_factory.mktemp("sim") / "kubeconfig"), sim)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.contract.conftest import checked, make_pod, set_phase, status_of
+from tests.contract.conftest import checked, make_pod, raw, set_phase, status_of, watch_lines
 from tests.helpers import eventually
 
 
@@ -196,3 +198,104 @@ async def test_invalid_dry_run_value_in_the_body_is_invalid(
     assert status["reason"] == "Invalid"
     assert "dryRun" in status["message"]
     assert await exists(core, namespace, "odd")
+
+
+# A pod is deleted in two writes, as the pod registry's graceful deletion does: first
+# deletionTimestamp (and deletionGracePeriodSeconds) are written, a MODIFIED event,
+# even when the grace period is 0; then, for a grace period of 0 (a terminal or an
+# unscheduled pod, or a forced delete), the removal, a DELETED event. The DELETE answer
+# is the pod as last stored, at the version of the first write.
+
+
+async def _watch_from(api: ApiClient, namespace: str, rv: str, until: int) -> list[dict[str, Any]]:
+    return await watch_lines(
+        api,
+        f"/api/v1/namespaces/{namespace}/pods",
+        [("watch", "true"), ("resourceVersion", rv), ("timeoutSeconds", "5")],
+        until=until,
+    )
+
+
+@pytest.mark.parametrize(
+    "phase", ["Failed", "Succeeded", None], ids=["failed", "succeeded", "unscheduled"]
+)
+async def test_a_pod_deleted_at_once_is_modified_then_deleted(
+    api: ApiClient, core: client.CoreV1Api, namespace: str, phase: str | None
+) -> None:
+    pod = await make_pod(core, namespace, "p", phase=phase)
+    rv = pod["metadata"]["resourceVersion"]
+    answer = await delete_raw(
+        core, namespace, "p", body={"preconditions": {"uid": pod["metadata"]["uid"]}}
+    )
+    modified, deleted = await _watch_from(api, namespace, rv, until=2)
+    assert (modified["type"], deleted["type"]) == ("MODIFIED", "DELETED")
+    marked = modified["object"]["metadata"]
+    assert marked["deletionTimestamp"]
+    assert marked["deletionGracePeriodSeconds"] == 0
+    assert int(deleted["object"]["metadata"]["resourceVersion"]) > int(marked["resourceVersion"])
+    assert deleted["object"]["metadata"]["deletionTimestamp"] == marked["deletionTimestamp"]
+    assert answer["metadata"]["resourceVersion"] == marked["resourceVersion"]
+    assert answer["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert not await exists(core, namespace, "p")
+
+
+async def test_server_dry_run_answers_the_pod_as_deleted_and_changes_nothing(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    pod = await make_pod(core, namespace, "p", phase="Failed")
+    answer = await delete_raw(core, namespace, "p", body={"dryRun": ["All"]})
+    assert answer["metadata"]["deletionTimestamp"]
+    assert answer["metadata"]["deletionGracePeriodSeconds"] == 0
+    kept = await core.read_namespaced_pod("p", namespace)
+    assert kept.metadata.deletion_timestamp is None
+    assert kept.metadata.resource_version == pod["metadata"]["resourceVersion"]
+
+
+async def test_a_grace_period_can_only_be_shortened(
+    api: ApiClient, core: client.CoreV1Api, namespace: str
+) -> None:
+    pod = await make_pod(core, namespace, "busy", phase="Running", nodeName="node-1")
+    rv = pod["metadata"]["resourceVersion"]
+    first = await delete_raw(core, namespace, "busy", body={"gracePeriodSeconds": 30})
+    assert first["metadata"]["deletionGracePeriodSeconds"] == 30
+    # A longer (or equal, or no) grace period changes nothing: deletion is pending.
+    for body in ({"gracePeriodSeconds": 60}, {"gracePeriodSeconds": 30}, {}):
+        again = await delete_raw(core, namespace, "busy", body=body)
+        assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+        assert again["metadata"]["deletionGracePeriodSeconds"] == 30
+    # Forcing it (grace 0) is again two writes: the shortened period, then the removal.
+    await delete_raw(core, namespace, "busy", body={"gracePeriodSeconds": 0})
+    events = await _watch_from(api, namespace, rv, until=3)
+    assert [e["type"] for e in events] == ["MODIFIED", "MODIFIED", "DELETED"]
+    assert [e["object"]["metadata"]["deletionGracePeriodSeconds"] for e in events] == [30, 0, 0]
+    assert not await exists(core, namespace, "busy")
+
+
+async def test_a_delete_body_of_another_kind_deletes_nothing(
+    api: ApiClient, core: client.CoreV1Api, namespace: str
+) -> None:
+    # Decoding fails with a 500 on 1.20 (the body is no DeleteOptions); newer servers
+    # may say 400. Either way nothing is deleted.
+    await make_pod(core, namespace, "p", phase="Failed")
+    path = f"/api/v1/namespaces/{namespace}/pods/p"
+    for body in ({"kind": "Pod", "apiVersion": "v1"}, [], {"dryRun": "All"}):
+        code, answer = await raw(api, "DELETE", path, body=body)
+        assert code in (400, 500), answer
+        assert json.loads(answer)["kind"] == "Status"
+    assert await exists(core, namespace, "p")
+
+
+async def test_every_invalid_delete_option_is_named(core: client.CoreV1Api, namespace: str) -> None:
+    await make_pod(core, namespace, "p", phase="Failed")
+    with pytest.raises(ApiException) as info:
+        await core.delete_namespaced_pod(
+            "p", namespace, body={"dryRun": ["All", "Sometimes"], "propagationPolicy": "Bogus"}
+        )
+    assert info.value.status == 422
+    status = status_of(info.value)
+    assert status["reason"] == "Invalid"
+    details = status["details"]
+    assert (details["group"], details["kind"]) == ("meta.k8s.io", "DeleteOptions")
+    assert [c["field"] for c in details["causes"]] == ["propagationPolicy", "dryRun"]
+    assert status["message"].startswith('DeleteOptions.meta.k8s.io "" is invalid: [')
+    assert await exists(core, namespace, "p")

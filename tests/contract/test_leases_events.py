@@ -109,3 +109,22 @@ async def test_nodes_and_namespaces_list(core: client.CoreV1Api, namespace: str)
     assert namespaces.items[0].status.phase == "Active"
     nodes = await core.list_node()
     assert nodes.metadata.resource_version
+
+
+async def test_lease_precondition_conflict_names_the_kind_and_group(
+    coordination: client.CoordinationV1Api, namespace: str
+) -> None:
+    await coordination.create_namespaced_lease(namespace, lease_body("l", "a"))
+    wrong = "00000000-0000-4000-8000-000000000000"
+    with pytest.raises(ApiException) as info:
+        await coordination.delete_namespaced_lease(
+            "l", namespace, body={"preconditions": {"uid": wrong}}
+        )
+    assert info.value.status == 409
+    status = status_of(info.value)
+    assert status["message"].startswith(
+        'Operation cannot be fulfilled on Lease.coordination.k8s.io "l": '
+    )
+    assert wrong in status["message"]
+    assert status["details"] == {"name": "l", "group": "coordination.k8s.io", "kind": "Lease"}
+    assert (await coordination.read_namespaced_lease("l", namespace)).spec.holder_identity == "a"

@@ -146,7 +146,7 @@ class RealCluster:
     def _spawn(self, name: str, args: list[str]) -> _Process:
         log_path = self.workdir / f"{name}.log"
         log_file = log_path.open("wb")
-        popen = subprocess.Popen(  # noqa: S603 - our own binaries, fixed arguments
+        popen = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
@@ -172,7 +172,9 @@ class RealCluster:
                 if probe():
                     return
             time.sleep(0.1)
-        raise ClusterError(f"{process.name}: no {what} after {START_TIMEOUT:.0f}s:\n" + process.tail())
+        raise ClusterError(
+            f"{process.name}: no {what} after {START_TIMEOUT:.0f}s:\n" + process.tail()
+        )
 
     def _start_etcd(self) -> str:
         # etcd fsyncs every write: on tmpfs that costs nothing.
@@ -200,7 +202,7 @@ class RealCluster:
         )
 
         def healthy() -> bool:
-            with urllib.request.urlopen(client + "/health", timeout=2) as resp:  # noqa: S310
+            with urllib.request.urlopen(client + "/health", timeout=2) as resp:
                 return bool(json.loads(resp.read()).get("health") == "true")
 
         self._wait(etcd, healthy, "healthy etcd")
@@ -248,7 +250,7 @@ class RealCluster:
     def _certificates(self) -> None:
         d = self.workdir
         openssl = shutil.which("openssl") or "openssl"
-        subprocess.run(  # noqa: S603
+        subprocess.run(
             [
                 openssl,
                 "req",
@@ -272,10 +274,10 @@ class RealCluster:
             check=True,
             capture_output=True,
         )
-        subprocess.run(  # noqa: S603
+        subprocess.run(
             [openssl, "genrsa", "-out", str(d / "sa.key"), "2048"], check=True, capture_output=True
         )
-        subprocess.run(  # noqa: S603
+        subprocess.run(
             [openssl, "rsa", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub")],
             check=True,
             capture_output=True,
@@ -333,15 +335,13 @@ class RealCluster:
     ) -> tuple[int, Any]:
         """One JSON request as ``user``: (status, decoded body or text)."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(  # noqa: S310 - our own https URL
-            self.url + path, data=data, method=method
-        )
+        req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.tokens[user]}")
         if data is not None:
             req.add_header("Content-Type", "application/json")
         context = ssl.create_default_context(cadata=self.ca_pem.decode())
         try:
-            with urllib.request.urlopen(req, timeout=30, context=context) as resp:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=30, context=context) as resp:
                 status, raw = resp.status, resp.read()
         except urllib.error.HTTPError as exc:
             status, raw = exc.code, exc.read()

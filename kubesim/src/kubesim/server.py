@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from kubesim.status import (
     success_status,
     too_large_rv,
     unauthorized,
+    undecodable,
     unsupported_media_type,
 )
 from kubesim.store import (
@@ -142,39 +144,114 @@ def _decode(raw: bytes, content_type: str) -> Any:
 
 
 def _validate_delete_options(options: JSONDict) -> None:
-    """The apiserver's ValidateDeleteOptions: 422 Invalid, naming the field."""
-    kind = "DeleteOptions.meta.k8s.io"
+    """The apiserver's ValidateDeleteOptions: 422 Invalid, naming every bad field."""
+    causes: list[tuple[str, str, str]] = []
     policy = options.get("propagationPolicy")
     if policy is not None and options.get("orphanDependents") is not None:
-        raise invalid_options(
-            kind,
-            "propagationPolicy",
-            f'Invalid value: "{policy}": orphanDependents and deletionPropagation cannot be '
-            "both set",
+        causes.append(
+            (
+                "propagationPolicy",
+                "FieldValueInvalid",
+                f'Invalid value: "{policy}": orphanDependents and deletionPropagation cannot '
+                "be both set",
+            )
         )
-    if policy not in (None, "Orphan", "Background", "Foreground"):
-        raise invalid_options(
-            kind,
-            "propagationPolicy",
-            f'Unsupported value: "{policy}": supported values: "Foreground", "Background", '
-            '"Orphan", "nil"',
+    if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
+        causes.append(
+            (
+                "propagationPolicy",
+                "FieldValueNotSupported",
+                f'Unsupported value: "{policy}": supported values: "Foreground", "Background", '
+                '"Orphan", "nil"',
+            )
         )
     dry_run = options.get("dryRun") or []
     if any(value != "All" for value in dry_run):
         shown = ", ".join(f'"{value}"' for value in dry_run)
-        raise invalid_options(
-            kind, "dryRun", f'Unsupported value: []string{{{shown}}}: supported values: "All"'
+        causes.append(
+            (
+                "dryRun",
+                "FieldValueNotSupported",
+                f'Unsupported value: []string{{{shown}}}: supported values: "All"',
+            )
         )
+    if causes:
+        raise invalid_options("DeleteOptions.meta.k8s.io", causes)
 
 
-def _parse_rv(raw: str) -> int:
+#: The Go type of each DeleteOptions field, for the decoder's type errors.
+_DELETE_OPTION_TYPES: dict[str, tuple[type, str]] = {
+    "gracePeriodSeconds": (int, "readUint64: unexpected character"),
+    "propagationPolicy": (str, 'ReadString: expects " or n'),
+    "orphanDependents": (bool, "ReadBool: expect t or f"),
+    "dryRun": (list, "[]string: decode slice: expect [ or n"),
+    "preconditions": (dict, "ReadObjectCB: expect { or n"),
+}
+_GO_JSON_TYPES = {list: "array", str: "string", bool: "bool", int: "number", float: "number"}
+
+
+def _decode_delete_options(raw: bytes, content_type: str) -> JSONDict:
+    """A DELETE body as the apiserver decodes it into DeleteOptions.
+
+    The body's kind must be DeleteOptions (or absent); its apiVersion is not checked.
+    Undecodable bodies answer 500 without a reason, as kube-apiserver does.
+    """
     try:
-        value = int(raw)
-    except ValueError:
-        raise bad_request(f"invalid resource version: {raw!r}") from None
-    if value < 0:
-        raise bad_request(f"invalid resource version: {raw!r}")
-    return value
+        if content_type == "application/yaml":
+            parsed = yaml.safe_load(raw.decode())
+        else:
+            parsed = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise undecodable(f"couldn't get version/kind; json parse error: {exc}") from None
+    if parsed is None:
+        return {}
+    if not isinstance(parsed, dict):
+        shown = _GO_JSON_TYPES.get(type(parsed), "value")
+        raise undecodable(
+            f"couldn't get version/kind; json parse error: json: cannot unmarshal {shown} into "
+            'Go value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+            'Kind string "json:\\"kind,omitempty\\"" }'
+        )
+    kind = parsed.get("kind")
+    if kind not in (None, "", "DeleteOptions"):
+        version = parsed.get("apiVersion") or "meta.k8s.io/v1"
+        raise undecodable(
+            f'no kind "{kind}" is registered for version "{version}" in scheme '
+            '"k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme/register.go:27"'
+        )
+    for name, (expected, complaint) in _DELETE_OPTION_TYPES.items():
+        value = parsed.get(name)
+        if value is None:
+            continue
+        wrong = not isinstance(value, expected) or (expected is int and isinstance(value, bool))
+        if isinstance(value, list):
+            wrong = wrong or not all(isinstance(v, str) for v in value)
+        if isinstance(value, dict):
+            wrong = wrong or not all(isinstance(v, str | None) for v in value.values())
+        if wrong:
+            field_name = name[0].upper() + name[1:]
+            raise undecodable(f"v1.DeleteOptions.{field_name}: {complaint}, found {value!r}")
+    return dict(parsed)
+
+
+_UNSIGNED = re.compile(r"[0-9]+")
+
+
+def _parse_rv(raw: str, *, paged: bool = False) -> int:
+    """A resourceVersion as kube-apiserver 1.20 parses it (strconv.ParseUint).
+
+    An unparsable one is a 500 without a reason (400 on newer servers; 500 is the
+    harder answer for a client, as it looks transient), or a 400 for a paginated or
+    ``Exact`` list, which the apiserver hands to etcd.
+    """
+    if _UNSIGNED.fullmatch(raw):
+        return int(raw)
+    why = f'resourceVersion: Invalid value: "{raw}": strconv.ParseUint: parsing "{raw}": ' + (
+        "invalid syntax"
+    )
+    if paged:
+        raise bad_request(f"invalid resource version: {why}")
+    raise undecodable(why)
 
 
 class ApiServer:
@@ -481,7 +558,7 @@ class ApiServer:
             if at_rv < self.store.oldest_resource_version:
                 raise continue_expired(self.store, start)
         elif rv_raw:
-            rv = _parse_rv(rv_raw)
+            rv = _parse_rv(rv_raw, paged=bool(limit) or match == "Exact")
             if match == "Exact":
                 if rv == 0:
                     raise bad_request(
@@ -550,10 +627,15 @@ class ApiServer:
         if send_initial and (query.get("resourceVersionMatch") != "NotOlderThan" or not bookmarks):
             raise invalid_options(
                 "ListOptions.meta.k8s.io",
-                "sendInitialEvents",
-                "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature "
-                "gate is enabled and resourceVersionMatch is NotOlderThan and allowWatchBookmarks "
-                "is true",
+                [
+                    (
+                        "sendInitialEvents",
+                        "FieldValueForbidden",
+                        "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
+                        "feature gate is enabled and resourceVersionMatch is NotOlderThan and "
+                        "allowWatchBookmarks is true",
+                    )
+                ],
             )
         if rv_raw not in ("", "0"):
             self.store.check_watch_start(_parse_rv(rv_raw))
@@ -717,22 +799,12 @@ class ApiServer:
         preconditions body deletes for real, here as on the real server.
         """
         raw = await request.read()
+        options: JSONDict
         if raw:
             content_type = request.content_type or JSON_TYPE
             if content_type not in (JSON_TYPE, "application/yaml", "application/octet-stream"):
                 raise unsupported_media_type(BODY_TYPES)
-            parsed = _decode(raw, content_type)
-            if not isinstance(parsed, dict):
-                raise bad_request("the body of a DELETE must be a DeleteOptions object")
-            options: JSONDict = parsed
-            grace = options.get("gracePeriodSeconds")
-            if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
-                raise bad_request("gracePeriodSeconds must be an integer")
-            dry_run = options.get("dryRun")
-            if dry_run is not None and not (
-                isinstance(dry_run, list) and all(isinstance(v, str) for v in dry_run)
-            ):
-                raise bad_request("dryRun must be a list of strings")
+            options = _decode_delete_options(raw, content_type)
         else:
             query = request.query
             options = {}
@@ -755,8 +827,6 @@ class ApiServer:
         grace = options.get("gracePeriodSeconds")
         dry_run = bool(options.get("dryRun"))
         pre = options.get("preconditions") or {}
-        if not isinstance(pre, dict):
-            raise bad_request("preconditions must be an object")
         uid = pre.get("uid")
         rv = pre.get("resourceVersion")
         result = self.store.delete(

@@ -152,9 +152,33 @@ def invalid(kind: str, name: str, causes: list[tuple[str, str, str]]) -> ApiErro
     )
 
 
-def invalid_options(kind: str, field: str, why: str) -> ApiError:
-    """422 for request options (``ListOptions``, ``DeleteOptions``), which have no name."""
-    return ApiError(422, "Invalid", f'{kind} "" is invalid: {field}: {why}')
+def invalid_options(qualified_kind: str, causes: list[tuple[str, str, str]]) -> ApiError:
+    """422 for request options (``DeleteOptions.meta.k8s.io``), which have no name.
+
+    ``causes`` are ``(field, reason, message)``; all of them are reported, as field
+    validation accumulates its errors.
+    """
+    kind, _, group = qualified_kind.partition(".")
+    parts = [f"{field}: {message}" for field, _, message in causes]
+    text = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    return ApiError(
+        422,
+        "Invalid",
+        f'{qualified_kind} "" is invalid: {text}',
+        {
+            "group": group,
+            "kind": kind,
+            "causes": [
+                {"reason": reason, "message": message, "field": field}
+                for field, reason, message in causes
+            ],
+        },
+    )
+
+
+def undecodable(message: str) -> ApiError:
+    """A request body the apiserver could not decode: 500 without a reason, as it answers."""
+    return ApiError(500, "", message)
 
 
 def unauthorized() -> ApiError:

@@ -205,10 +205,20 @@ class Change:
         self._matches: dict[Selector, str | None] = {}
 
     def line(self, type_: str) -> bytes:
-        """The watch event line for this change, encoded once per event type."""
+        """The watch event line for this change, encoded once per event type.
+
+        A modification that a selector sees as DELETED (the object left the selection)
+        carries the previous object, the last state that matched, at this change's
+        resourceVersion: what the watch cache and the etcd watcher both send.
+        """
         cached = self._lines.get(type_)
         if cached is None:
-            cached = event_line(type_, self.stored.raw)
+            raw = self.stored.raw
+            if type_ == "DELETED" and self.type == "MODIFIED" and self.prev is not None:
+                previous = self.prev.obj
+                _meta(previous)["resourceVersion"] = str(self.rv)
+                raw = encode(previous)
+            cached = event_line(type_, raw)
             self._lines[type_] = cached
         return cached
 
@@ -540,25 +550,29 @@ class Store:
     ) -> JSONDict:
         """Delete an object, honouring preconditions and pod graceful deletion.
 
-        Terminal or unscheduled pods (and grace period 0) vanish at once; other pods
-        get ``deletionTimestamp`` and vanish when ``on_graceful``'s timer calls
-        :meth:`finish_graceful`. Returns the object as the DELETE answer shows it.
+        Pods go as the pod registry deletes them: first ``deletionTimestamp`` is
+        written (a MODIFIED event, even when the grace period is 0), then terminal,
+        unscheduled and grace-0 pods are removed at once (DELETED); other pods wait
+        for ``on_graceful``'s timer to call :meth:`finish_graceful`. Returns the object
+        as the DELETE answer shows it: for a pod, its last stored state.
         """
         rt = RESOURCES[resource]
         key = (namespace if rt.namespaced else "", name)
         current = self._tables[resource].objects.get(key)
         if current is None:
             raise not_found(rt.qualified, name)
+        # Checked as rest.BeforeDelete does, naming the kind (``Lease.coordination.k8s.io``).
+        kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
         if uid is not None and uid != current.uid:
             raise conflict(
-                rt.kind,
+                kind,
                 name,
                 f"the UID in the precondition ({uid}) does not match the UID in record "
                 f"({current.uid}). The object might have been deleted and then recreated",
             )
         if resource_version is not None and resource_version != str(current.rv):
             raise conflict(
-                rt.kind,
+                kind,
                 name,
                 f"the ResourceVersion in the precondition ({resource_version}) does not match "
                 f"the ResourceVersion in record ({current.rv}). The object might have been "
@@ -568,18 +582,46 @@ class Store:
             self.deleted.append(
                 DeletedRecord(current.copy(), current.rv, time.time(), dry_run, user)
             )
-        grace = self._grace(resource, current, grace_period)
-        if grace > 0:
-            return self._start_graceful(resource, key, current, grace, dry_run=dry_run)
+            return self._delete_pod(key, current, grace_period, dry_run=dry_run)
         if dry_run:
             return current.copy()
         if resource == "namespaces":
             self._purge_namespace(name)
         return self._remove(resource, key, current)
 
-    def _grace(self, resource: str, current: Stored, requested: int | None) -> int:
-        if resource != "pods":
-            return 0
+    def _delete_pod(
+        self, key: Key, current: Stored, requested: int | None, *, dry_run: bool
+    ) -> JSONDict:
+        """The pod registry's graceful deletion (``rest.BeforeDelete``)."""
+        obj = current.copy()
+        meta = obj["metadata"]
+        if "deletionTimestamp" in meta:
+            # Already deleting: a grace period may only be shortened.
+            pending = meta.get("deletionGracePeriodSeconds")
+            if not pending:
+                # A deletion whose removal never happened: finish it, without a write.
+                return obj if dry_run else self._remove("pods", key, current, answer=current)
+            if requested is None or max(0, requested) >= pending:
+                return obj
+            grace = max(0, requested)
+            started = _parse_time(meta["deletionTimestamp"]) - pending
+            meta["deletionTimestamp"] = now_rfc3339(started + grace)
+        else:
+            grace = self._grace(current, requested)
+            meta["deletionTimestamp"] = now_rfc3339(time.time() + grace)
+        meta["deletionGracePeriodSeconds"] = grace
+        if dry_run:
+            return obj
+        marked = self._commit("pods", key, "MODIFIED", obj, current)
+        if grace > 0:
+            if self.on_graceful is not None:
+                self.on_graceful(key[0], key[1], marked.uid, float(grace))
+            return marked.copy()
+        return self._remove("pods", key, marked, answer=marked)
+
+    @staticmethod
+    def _grace(current: Stored, requested: int | None) -> int:
+        """The pod strategy's CheckGracefulDelete: terminal and unscheduled pods get 0."""
         if current.fields.get("status.phase") in TERMINAL_PHASES or not current.fields.get(
             "spec.nodeName"
         ):
@@ -589,37 +631,30 @@ class Store:
         default = (current.obj.get("spec") or {}).get("terminationGracePeriodSeconds")
         return 30 if default is None else max(0, int(default))
 
-    def _start_graceful(
-        self, resource: str, key: Key, current: Stored, grace: int, *, dry_run: bool
-    ) -> JSONDict:
-        obj = current.copy()
-        meta = obj["metadata"]
-        deadline = time.time() + grace
-        if "deletionTimestamp" in meta:
-            remaining = _parse_time(meta["deletionTimestamp"]) - time.time()
-            if grace >= remaining:
-                return obj
-        meta["deletionTimestamp"] = now_rfc3339(deadline)
-        meta["deletionGracePeriodSeconds"] = grace
-        if dry_run:
-            return obj
-        stored = self._commit(resource, key, "MODIFIED", obj, current)
-        if self.on_graceful is not None:
-            self.on_graceful(key[0], key[1], meta["uid"], float(grace))
-        return stored.copy()
-
     def finish_graceful(self, namespace: str, name: str, uid: str) -> None:
-        """The simulated kubelet is done with a deleting pod: remove it."""
-        current = self._tables["pods"].objects.get((namespace, name))
+        """The simulated kubelet is done with a deleting pod: it deletes it with grace 0.
+
+        As on a real cluster that is two writes, the shortened grace period (MODIFIED)
+        and the removal (DELETED).
+        """
+        key = (namespace, name)
+        current = self._tables["pods"].objects.get(key)
         if current is None or current.uid != uid or not current.deleting:
             return
-        self._remove("pods", (namespace, name), current)
+        self._delete_pod(key, current, 0, dry_run=False)
 
-    def _remove(self, resource: str, key: Key, current: Stored) -> JSONDict:
+    def _remove(
+        self, resource: str, key: Key, current: Stored, *, answer: Stored | None = None
+    ) -> JSONDict:
+        """Remove an object (a DELETED event at a new resourceVersion).
+
+        Returns the object as DELETE answers it: ``answer`` (the last stored state, for
+        pods) or the removed object at the removal's resourceVersion.
+        """
         result = self._commit(resource, key, "DELETED", current.copy(), current).copy()
         if self.on_deleted is not None:
             self.on_deleted(resource, key[0], key[1])
-        return result
+        return result if answer is None else answer.copy()
 
     def _purge_namespace(self, namespace: str) -> None:
         for resource, rt in RESOURCES.items():

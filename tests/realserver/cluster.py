@@ -39,7 +39,7 @@ VERSION = "v1.20.2"
 NAME = f"kube-apiserver-{VERSION}"
 ADMIN = "admin"
 #: Users with no permission at all (RBAC tests bind roles to them), handed out once each.
-UNPRIVILEGED = tuple(f"user-{i}" for i in range(16))
+UNPRIVILEGED = tuple(f"user-{i}" for i in range(64))
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 15.0
 _PR_SET_PDEATHSIG = 1

@@ -7,6 +7,7 @@ the pods that are left, and the audit log (every DELETE with its body and answer
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -128,3 +129,158 @@ async def test_scan_lists_then_deletes_and_its_server_dry_run_deletes_nothing(
     assert done.returncode == 0, done.stderr
     assert f"deleted {len(doomed)}," in done.stdout.decode()
     assert pod_names(real_cluster, namespace) == set(kept)
+
+
+# -- leader election: three replicas, one deleter ---------------------------------------
+
+LEASE_DURATION = 3
+RETRY_PERIOD = 0.25
+#: What a replica needs beyond the lease timing to notice and act.
+SLACK = 2.0
+
+
+def grant_cluster_admin(cluster: RealCluster, user: str) -> None:
+    code, body = cluster.request(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "metadata": {"name": f"zombied-test-{user}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+        },
+    )
+    assert code == 201, body
+
+
+class Replica:
+    """One ``zombied run --leader-elect`` process with a user (and audit trail) of its own."""
+
+    def __init__(self, name: str, user: str, process: Any, log: Path) -> None:
+        self.name = name
+        self.user = user
+        self.process = process
+        self.log = log
+
+    @property
+    def running(self) -> bool:
+        return bool(self.process.returncode is None)
+
+    def logged(self, event: str) -> bool:
+        return f'"event": "{event}"' in self.log.read_text(errors="replace")
+
+
+async def _start_replica(
+    cluster: RealCluster, namespace: str, name: str, tmp_path: Path
+) -> Replica:
+    user, kubeconfig = cluster.unprivileged_kubeconfig()
+    grant_cluster_admin(cluster, user)
+    await eventually(
+        lambda: cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods", user=user)[0] == 200,
+        timeout=TIMEOUT,
+        message=f"{user} may list pods",
+    )
+    log = tmp_path / f"{name}.log"
+    command = [
+        ZOMBIED,
+        "run",
+        f"--kubeconfig={kubeconfig}",
+        f"--namespaces={namespace}",
+        "--leader-elect",
+        f"--lease-namespace={namespace}",
+        f"--lease-duration={LEASE_DURATION}",
+        "--renew-deadline=2",
+        f"--retry-period={RETRY_PERIOD}",
+        "--listen=127.0.0.1:0",
+        "--min-age=0s",
+        "--log-format=json",
+        "--drain-timeout=2",
+    ]
+    with log.open("wb") as out:
+        process = await anyio.open_process(
+            command, stdout=out, stderr=out, env={**os.environ, "POD_NAME": name}
+        )
+    return Replica(name, user, process, log)
+
+
+def _holder(cluster: RealCluster, namespace: str, replicas: list[Replica]) -> Replica | None:
+    code, lease = cluster.request(
+        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/zombied"
+    )
+    if code != 200:
+        return None
+    holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+    for replica in replicas:
+        if replica.running and holder.startswith(f"{replica.name}-"):
+            return replica
+    return None
+
+
+def _deleters(cluster: RealCluster, namespace: str, names: dict[str, str]) -> dict[str, list[str]]:
+    """For each pod name: the users whose DELETE of it succeeded."""
+    found: dict[str, list[str]] = {name: [] for name in names}
+    for event in deletes(cluster, namespace):
+        name = event["objectRef"]["name"]
+        if name in found and event["responseStatus"]["code"] == 200:
+            found[name].append(event["user"]["username"])
+    return found
+
+
+async def test_three_leader_elected_replicas_have_one_deleter_through_a_kill(
+    real_cluster: RealCluster, tmp_path: Path
+) -> None:
+    namespace = real_cluster.create_namespace()
+    replicas: list[Replica] = []
+    try:
+        for index in range(3):
+            replica = await _start_replica(real_cluster, namespace, f"replica-{index}", tmp_path)
+            replicas.append(replica)
+        first = await eventually(
+            lambda: _holder(real_cluster, namespace, replicas), timeout=TIMEOUT
+        )
+        assert isinstance(first, Replica)
+        await eventually(
+            lambda: all(r.logged("daemon.started") for r in replicas),
+            timeout=TIMEOUT,
+            message="every replica started",
+        )
+        batch = create_pods(real_cluster, zombies(namespace, "first"))
+        await eventually(
+            lambda: all(_deleters(real_cluster, namespace, batch).values()), timeout=TIMEOUT
+        )
+        first_deleters = _deleters(real_cluster, namespace, batch)
+        assert all(users == [first.user] for users in first_deleters.values()), first_deleters
+
+        # kill -9: no release; a standby takes over once the lease has expired.
+        first.process.kill()
+        await first.process.wait()
+        batch2 = create_pods(real_cluster, zombies(namespace, "second"))
+        await eventually(
+            lambda: all(_deleters(real_cluster, namespace, batch2).values()),
+            timeout=LEASE_DURATION + SLACK + TIMEOUT / 4,
+            message="a standby took over and reaped the second batch",
+        )
+        second = _holder(real_cluster, namespace, replicas)
+        assert second is not None
+        assert second is not first
+        deleters = _deleters(real_cluster, namespace, {**batch, **batch2})
+        # Every zombie deleted exactly once, each by the leader of its time.
+        assert all(len(users) == 1 for users in deleters.values()), deleters
+        assert {deleters[name][0] for name in batch} == {first.user}
+        assert {deleters[name][0] for name in batch2} == {second.user}
+        assert pod_names(real_cluster, namespace) == set()
+    finally:
+        with anyio.CancelScope(shield=True):
+            for replica in replicas:
+                if replica.running:
+                    replica.process.send_signal(signal.SIGTERM)
+            for replica in replicas:
+                with anyio.move_on_after(10):
+                    await replica.process.wait()
+                if replica.running:
+                    replica.process.kill()
+                    await replica.process.wait()
+                await replica.process.aclose()

@@ -16,10 +16,19 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.daemon.pods import pod, zombie
 from tests.daemon.test_cli import readyz, zombied_run
 from tests.helpers import eventually
 from tests.realserver.cluster import RealCluster
-from tests.realserver.workload import bystanders, create_pods, get_pod, pod_names, zombies
+from tests.realserver.proxy import WatchGate
+from tests.realserver.workload import (
+    bystanders,
+    create_pod,
+    create_pods,
+    get_pod,
+    pod_names,
+    zombies,
+)
 
 pytestmark = pytest.mark.subprocess
 
@@ -284,3 +293,48 @@ async def test_three_leader_elected_replicas_have_one_deleter_through_a_kill(
                     replica.process.kill()
                     await replica.process.wait()
                 await replica.process.aclose()
+
+
+# -- a same-name replacement ------------------------------------------------------------
+
+
+def _deleting(event: dict[str, Any]) -> bool:
+    meta = (event.get("object") or {}).get("metadata") or {}
+    return event.get("type") == "DELETED" or "deletionTimestamp" in meta
+
+
+async def test_a_same_name_replacement_is_kept(real_cluster: RealCluster, tmp_path: Path) -> None:
+    """zombied's watch lags: it deletes by the old pod's uid, the server refuses (409)."""
+    namespace = real_cluster.create_namespace()
+    async with WatchGate(real_cluster) as gate:
+        kubeconfig = gate.kubeconfig(tmp_path / "gate.kubeconfig")
+        async with zombied_run(kubeconfig, "--namespaces", namespace) as running:
+            await eventually(lambda: running.events("http.listening"), timeout=TIMEOUT)
+            await eventually(lambda: readyz(running.port()), timeout=TIMEOUT)
+            gate.allow(lambda _event: False)
+            old = create_pod(real_cluster, "web-0", zombie("", namespace))
+            code, _ = real_cluster.request(
+                "DELETE", f"/api/v1/namespaces/{namespace}/pods/web-0", {"gracePeriodSeconds": 0}
+            )
+            assert code == 200
+            new = create_pod(real_cluster, "web-0", pod("", namespace, phase="Running"))
+            # zombied now learns of the old pod as a zombie, but not yet of its end.
+            gate.allow(lambda event: not _deleting(event))
+
+            def refused_by_uid() -> bool:
+                return any(
+                    (e.get("requestObject") or {}).get("preconditions", {}).get("uid")
+                    == old["metadata"]["uid"]
+                    and e["responseStatus"]["code"] == 409
+                    for e in deletes(real_cluster, namespace)
+                )
+
+            await eventually(refused_by_uid, timeout=TIMEOUT, message="a DELETE refused by uid")
+            gate.allow(lambda _event: True)
+            running.process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(30):
+                assert await running.process.wait() == 0
+    kept = get_pod(real_cluster, namespace, "web-0")
+    assert kept is not None
+    assert kept["metadata"]["uid"] == new["metadata"]["uid"]
+    assert "deletionTimestamp" not in kept["metadata"]

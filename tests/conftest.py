@@ -11,7 +11,7 @@ import pytest
 from kubesim import Simulator
 
 # The real kube-apiserver fixtures (see tests/realserver/fixtures.py), for any test.
-from tests.realserver.fixtures import real_cluster, real_namespace
+from tests.realserver.fixtures import real_cluster, real_namespace, report_header
 
 __all__ = ["real_cluster", "real_namespace"]
 
@@ -27,6 +27,10 @@ def no_implicit_event_loop() -> None:
     instead (what Python 3.14 always does), which looptime takes as "no loop here".
     """
     asyncio.get_event_loop_policy().set_event_loop(None)
+
+
+def pytest_report_header() -> str:
+    return report_header()
 
 
 @pytest.fixture

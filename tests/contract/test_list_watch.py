@@ -137,7 +137,7 @@ async def test_bookmarks_when_sent_carry_only_a_resource_version(
                 ("watch", "true"),
                 ("resourceVersion", rv),
                 ("allowWatchBookmarks", "true"),
-                ("timeoutSeconds", "4"),
+                ("timeoutSeconds", "2"),
             ],
         )
     assert {e["type"] for e in events} <= {"BOOKMARK"}

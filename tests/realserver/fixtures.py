@@ -18,7 +18,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.realserver.cluster import NAME, RealCluster, missing_binaries, running_cluster
+from tests.realserver.cluster import (
+    NAME,
+    RealCluster,
+    binary_dir,
+    missing_binaries,
+    running_cluster,
+)
 
 REQUIRE_ENV = "ZOMBIED_REQUIRE_REAL_APISERVER"
 
@@ -43,3 +49,12 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
 def real_namespace(real_cluster: RealCluster) -> str:
     """A fresh namespace on the real cluster for one test."""
     return real_cluster.create_namespace()
+
+
+def report_header() -> str:
+    """The line the test report starts with: which real server, and whether it is there."""
+    reason = missing_binaries()
+    if reason is None:
+        return f"real server: {NAME} (etcd) from {binary_dir()}; contract ids name the server"
+    mode = "required: tests fail" if required() else "tests needing it skip"
+    return f"real server: {NAME} unavailable ({reason}); {mode}"

@@ -29,6 +29,7 @@ from zombied.kube import open_api_client
 from kubesim import Simulator
 from tests.helpers import eventually
 from tests.realserver.cluster import NAME as REAL
+from tests.realserver.fixtures import ON_REAL_SERVER
 
 ENV = "ZOMBIED_CONTRACT_KUBECONFIG"
 SIM = "kubesim"
@@ -51,7 +52,8 @@ def server_params() -> list[Any]:
     """The servers every contract test runs against, as pytest params (id = name)."""
     if os.environ.get(ENV):
         return [pytest.param(EXTERNAL, id=EXTERNAL)]
-    return [pytest.param(SIM, id=SIM), pytest.param(REAL, id=REAL)]
+    # Every test of the real server runs in one process (under pytest-xdist): one server.
+    return [pytest.param(SIM, id=SIM), pytest.param(REAL, id=REAL, marks=ON_REAL_SERVER)]
 
 
 def real_kubeconfig(request: pytest.FixtureRequest) -> Path | None:

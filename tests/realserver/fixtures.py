@@ -1,10 +1,12 @@
 """Pytest fixtures for tests against a real kube-apiserver v1.20.2 (with etcd).
 
-``real_cluster`` (session scope) is a running :class:`~tests.realserver.cluster.RealCluster`:
-``admin_kubeconfig``, ``unprivileged_kubeconfig()`` (a user without any permission, for
-RBAC tests), ``create_namespace()`` (a fresh namespace per call, so tests never share
-one) and ``request()`` (one admin JSON request). One server serves the whole session;
-it is stopped at the end whatever happened.
+``real_cluster`` (session scope) is a running
+:class:`~tests.realserver.cluster.RealCluster`: ``admin_kubeconfig``,
+``unprivileged_kubeconfig()`` (a user without any permission, for RBAC tests),
+``create_namespace()`` (a fresh namespace per call, so tests never share one),
+``request()`` (one JSON request) and ``audit()`` (the server's audit log). One server
+serves the whole session and is stopped at the end whatever happened; mark the tests
+that use it with ``ON_REAL_SERVER`` so that pytest-xdist keeps them in one worker.
 
 Without the binaries (``make real-apiserver``) the tests that ask for it are skipped,
 naming the reason — unless ``ZOMBIED_REQUIRE_REAL_APISERVER=1`` is set, as ``make test``
@@ -27,6 +29,9 @@ from tests.realserver.cluster import (
 )
 
 REQUIRE_ENV = "ZOMBIED_REQUIRE_REAL_APISERVER"
+#: Mark for every test using ``real_cluster``: under pytest-xdist (``--dist loadgroup``)
+#: they all run in one worker, so the session starts one server, not one per worker.
+ON_REAL_SERVER = pytest.mark.xdist_group("real-apiserver")
 
 
 def required() -> bool:

@@ -108,3 +108,69 @@ async def test_long_run_rate() -> None:
 async def test_invalid(qps: float, burst: int) -> None:
     with pytest.raises(ValueError, match="must be"):
         TokenBucket(qps, burst)
+
+
+async def test_pushback_slows_the_next_tokens_at_once() -> None:
+    bucket = TokenBucket(qps=10, burst=10, adaptive=True)
+    sent = [await bucket.acquire() for _ in range(10)]  # the burst, at t=0
+    assert bucket.throttled(sent[-1])
+    assert bucket.rate() == pytest.approx(7)
+    start = now()
+    times = []
+    for _ in range(4):
+        await bucket.acquire()
+        times.append(now() - start)
+    # No saved-up burst after a cut: one token per 1/7 s from the cut on.
+    assert times == [pytest.approx(i / 7, abs=1e-5) for i in range(1, 5)]  # fake time ticks in µs
+
+
+async def test_a_waiter_asleep_at_the_old_rate_gets_its_token_at_the_new_one() -> None:
+    bucket = TokenBucket(qps=2, burst=1, adaptive=True)
+    sent = await bucket.acquire()
+    start = now()
+    async with anyio.create_task_group() as tg:
+        got: list[float] = []
+
+        async def waiter() -> None:
+            await bucket.acquire()
+            got.append(now() - start)
+
+        tg.start_soon(waiter)
+        await anyio.sleep(0.1)
+        bucket.throttled(sent)  # 2 -> 1.4 qps while the waiter sleeps for its 0.5 s
+    # 0.2 tokens accrued at 2/s before the cut, the other 0.8 at 1.4/s after it.
+    assert got == [pytest.approx(0.1 + 0.8 / 1.4, abs=1e-5)]
+
+
+async def test_stale_pushback_does_not_cut_twice() -> None:
+    bucket = TokenBucket(qps=20, burst=4, adaptive=True)
+    sent = [await bucket.acquire() for _ in range(4)]
+    await anyio.sleep(0.01)
+    assert bucket.throttled(sent[0])
+    assert not bucket.throttled(sent[1])
+    assert bucket.rate() == pytest.approx(14)
+
+
+async def test_quiet_time_restores_the_rate() -> None:
+    bucket = TokenBucket(qps=20, burst=4, adaptive=True)
+    bucket.throttled(await bucket.acquire())
+    assert bucket.rate() == pytest.approx(14)
+    await anyio.sleep(2)
+    assert bucket.rate() == 20
+
+
+async def test_fixed_bucket_ignores_pushback() -> None:
+    bucket = TokenBucket(qps=5, burst=1)
+    assert not bucket.throttled(await bucket.acquire())
+    assert bucket.rate() == 5
+
+
+async def test_a_cut_stops_what_is_left_of_a_burst() -> None:
+    bucket = TokenBucket(qps=10, burst=10, adaptive=True)
+    sent = await bucket.acquire()
+    await bucket.acquire()
+    bucket.throttled(sent)
+    start = now()
+    await bucket.acquire()  # the one token left after the cut
+    await bucket.acquire()
+    assert now() - start == pytest.approx(1 / 7, abs=1e-5)

@@ -32,6 +32,7 @@ import kubernetes_asyncio
 
 from zombied import __version__, metrics
 from zombied.cache import PodCache
+from zombied.events import EventRecorder
 from zombied.http import HttpServer, LoopMonitor
 from zombied.kube import open_api_client, own_namespace, pool_size
 from zombied.leader import ApiLeases, Leadership, LeaseElector, default_identity
@@ -159,7 +160,10 @@ class Daemon:
                     pool_size=pool_size(watches=len(self.scopes), workers=config.max_in_flight),
                 )
             )
-            self._build(api)
+            # Entered before the workers' task group, so it exits after them: the Events
+            # of the last deletes are written (within its flush timeout) before exit.
+            events = await stack.enter_async_context(EventRecorder(api, identity=self.identity))
+            self._build(api, events)
             self.http = await stack.enter_async_context(
                 HttpServer(
                     config.listen_host,
@@ -192,7 +196,7 @@ class Daemon:
         )
         return self
 
-    def _build(self, api: client.ApiClient) -> None:
+    def _build(self, api: client.ApiClient, events: EventRecorder) -> None:
         config = self.config
         if config.leader_elect:
             namespace = config.lease_namespace or own_namespace() or "default"
@@ -211,6 +215,7 @@ class Daemon:
             dry_run=config.dry_run,
             leadership=self.leadership,
             identity=self.identity,
+            events=events,
         )
         self.watchers = [
             Watcher(

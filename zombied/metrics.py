@@ -92,6 +92,21 @@ _scope_synced = Gauge(
     "1 once the first LIST of a scope completed, 0 before or while it is forbidden.",
     ["scope"],
 )
+_delete_rate = Gauge(
+    "zombied_delete_rate",
+    "The DELETE rate limit in requests per second right now: --qps, or less while the "
+    "API server pushes back (429, 5xx, timeouts), rising back by a step per quiet second.",
+)
+_events_dropped = Counter(
+    "zombied_events_dropped",
+    "Reaped Events not written, by why: queue_full (more reaps than the Event budget "
+    "carries), failed (the API answered an error), shutdown (still queued at exit).",
+    ["reason"],
+)
+_events_queued = Gauge(
+    "zombied_events_queued",
+    "Reaped Events waiting to be written (at most 1,000; the rest are dropped).",
+)
 
 _build_info.labels(version=__version__).set(1)
 
@@ -109,6 +124,9 @@ _ALL: tuple[MetricWrapperBase, ...] = (
     _leader,
     _leader_transitions,
     _scope_synced,
+    _delete_rate,
+    _events_dropped,
+    _events_queued,
 )
 
 
@@ -187,3 +205,18 @@ def leading(now: bool, *, changed: bool) -> None:
     _leader.set(1 if now else 0)
     if changed:
         _leader_transitions.inc()
+
+
+def delete_rate_changed(rate: float) -> None:
+    """The DELETE rate limit is ``rate`` requests per second now."""
+    _delete_rate.set(rate)
+
+
+def events_dropped(reason: str, count: int = 1) -> None:
+    """``count`` Reaped Events were not written, for ``reason``."""
+    _events_dropped.labels(reason=reason).inc(count)
+
+
+def events_queued_changed(depth: int) -> None:
+    """``depth`` Reaped Events wait to be written."""
+    _events_queued.set(depth)

@@ -5,8 +5,10 @@ shared by the daemon's workers and ``zombied scan --delete`` (whose worker count
 the requests in flight): it waits for a token of the global bucket, checks leadership
 last, sends DELETE with ``preconditions.uid`` (so a StatefulSet pod recreated under the
 same name is never hit) and optionally ``dryRun=All``, then maps the answer through the
-pure `outcome_for`, counts, logs one decision line and records a ``Reaped`` Event
-(`Reaper.emit_event`, best effort). The workers run the cache's `PodCache.evaluate` on
+pure `outcome_for`, counts, logs one decision line and hands a ``Reaped`` Event to the
+`EventRecorder` (which writes it later, on its own budget). The bucket's rate adapts: an
+answer that says the server is overloaded (429, 5xx, timeout) cuts it at once, quiet
+time raises it back to ``qps``. The workers run the cache's `PodCache.evaluate` on
 the newest snapshot before every delete (the pod may be gone, replaced or no longer a
 zombie since it was queued) and tell the queue whether the key failed or is done; the
 queue owns the retry backoff. It must never delete without a uid precondition, and
@@ -15,6 +17,7 @@ never while this replica is not the leader.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ from kubernetes_asyncio import client
 from zombied import metrics
 from zombied.cache import PodCache
 from zombied.config import DryRun
+from zombied.events import COMPONENT, EventRecorder
 from zombied.kube import (
     API_FAILURES,
     TRANSPORT_ERROR,
@@ -41,7 +45,7 @@ from zombied.leader import Leadership
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
 from zombied.queue import QueueClosed, WorkQueue
-from zombied.ratelimit import TokenBucket
+from zombied.ratelimit import TokenBucket, retry_delay
 
 __all__ = [
     "Action",
@@ -52,10 +56,7 @@ __all__ = [
 
 log = get_logger(__name__)
 
-EVENT_REASON: Final = "Reaped"
-COMPONENT: Final = "zombied"
 _DELETE_TIMEOUT: Final = 10.0
-_EVENT_TIMEOUT: Final = 10.0
 
 
 class Action(StrEnum):
@@ -142,12 +143,17 @@ class Reaper:
         dry_run: DryRun = DryRun.OFF,
         leadership: Leadership | None = None,
         identity: str = COMPONENT,
+        events: EventRecorder | None = None,
         now: Callable[[], datetime] | None = None,
         delete_timeout: float = _DELETE_TIMEOUT,
     ) -> None:
         # Typed as Any: with _preload_content=False the generated stubs' return types lie.
         self._core: Any = client.CoreV1Api(api)
-        self.bucket = TokenBucket(qps, burst)
+        self.bucket = TokenBucket(qps, burst, adaptive=True)
+        metrics.delete_rate_changed(self.bucket.qps)
+        #: Where ``Reaped`` Events go; None: no Events.
+        self.events = events
+        self._rng = random.Random()
         self.dry_run = dry_run
         self.leadership = leadership if leadership is not None else Leadership()
         self.identity = identity
@@ -155,7 +161,6 @@ class Reaper:
         self._now = now if now is not None else (lambda: datetime.now(UTC))
         #: namespace -> missing RBAC rule, while deletes there answer 401/403.
         self.forbidden: dict[str, str] = {}
-        self._events_forbidden: set[str] = set()
 
     # -- the one delete path ----------------------------------------------------------
 
@@ -178,7 +183,7 @@ class Reaper:
                 metrics.delete_answered(rule, DRY_RUN.outcome, DRY_RUN.code, None)
                 log.info(DRY_RUN.event, mode="client", reason=pod.reason)
                 return DRY_RUN
-            await self.bucket.acquire()
+            sent_at = await self.bucket.acquire()
             outcome = ABANDONED
             started = time.monotonic()
             # Leadership is checked last, after the wait for a token, and a term that
@@ -186,9 +191,14 @@ class Reaper:
             if self.leadership.leading:
                 with self.leadership.acting():
                     outcome = await self._request(pod)
+            if outcome is not ABANDONED and _overloaded(outcome.code):
+                self.bucket.throttled(sent_at)
+                if self.events is not None:
+                    self.events.slow_down(sent_at)
+            metrics.delete_rate_changed(self.bucket.rate())
             self._record(pod, rule, outcome, time.monotonic() - started)
-            if outcome is DELETED:
-                await self.emit_event(pod, rule)
+            if outcome is DELETED and self.events is not None:
+                self.events.record(pod, rule)
             return outcome
 
     async def _request(self, pod: PodSnapshot) -> Outcome:
@@ -245,60 +255,6 @@ class Reaper:
                 message=outcome.message[:200],
             )
 
-    async def emit_event(self, pod: PodSnapshot, rule: str) -> None:
-        """Record the ``Reaped`` Event on a deleted pod; best effort, never raises for API
-        or network failures (a bug still raises)."""
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        detail = f": {pod.message}" if pod.message else ""
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{pod.name}.{time.time_ns():x}", "namespace": pod.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
-                "resourceVersion": pod.resource_version,
-            },
-            "reason": EVENT_REASON,
-            "message": (
-                f"Deleted zombie pod (rule {rule}) left {pod.phase or 'terminal'} "
-                f"on node {pod.node or 'unknown'} by reason {pod.reason or 'unknown'}{detail}"
-            )[:1024],
-            "type": "Normal",
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self.identity,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        try:
-            response = await self._core.create_namespaced_event(
-                pod.namespace,
-                body,
-                _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=_EVENT_TIMEOUT),
-            )
-            async with response:
-                await raise_for_status(response)
-        except API_FAILURES as exc:
-            status = status_of(exc)
-            metrics.api_failed("create", status.code)
-            if status.code in (401, 403):
-                if pod.namespace in self._events_forbidden:
-                    return
-                self._events_forbidden.add(pod.namespace)
-                log.warning(
-                    "event.forbidden",
-                    missing_rule=rbac_rule("create", "events", pod.namespace),
-                    message=status.message,
-                )
-                return
-            log.warning("event.failed", code=status.code, message=status.message[:200])
-
     # -- the workers ------------------------------------------------------------------
 
     async def work(self, cache: PodCache, queue: WorkQueue[str]) -> None:
@@ -344,7 +300,14 @@ class Reaper:
         elif outcome.action is Action.ABANDONED:
             queue.add(key)
         elif outcome.action is Action.RETRY_AFTER and outcome.retry_after is not None:
-            queue.add(key, outcome.retry_after)
+            # Jittered, so the keys of one throttled burst do not return in lock-step,
+            # and bounded, so a wild Retry-After never parks a zombie for hours.
+            queue.add(key, retry_delay(outcome.retry_after, self._rng))
         else:
             queue.add_rate_limited(key)
         return outcome
+
+
+def _overloaded(code: int) -> bool:
+    """An answer that says the server (or the way to it) is overloaded: slow down."""
+    return code in (TRANSPORT_ERROR, 429) or code >= 500

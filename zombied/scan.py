@@ -26,6 +26,7 @@ import anyio
 from kubernetes_asyncio import client
 
 from zombied.errors import PermissionDenied, ZombiedError
+from zombied.events import EventRecorder
 from zombied.kube import api_status, open_api_client, pool_size, rbac_rule
 from zombied.pod import PodSnapshot
 from zombied.reaper import Outcome, Reaper
@@ -190,19 +191,22 @@ def _list_failed(exc: Exception, namespace: str | None) -> Exception:
 
 
 async def _reap(api: client.ApiClient, config: Config, zombies: list[Zombie]) -> None:
-    reaper = Reaper(
-        api,
-        qps=config.qps,
-        burst=config.burst,
-        dry_run=config.dry_run,
-        identity="zombied-scan",
-    )
-    pending = iter(zombies)
+    identity = "zombied-scan"
+    async with EventRecorder(api, identity=identity) as events:
+        reaper = Reaper(
+            api,
+            qps=config.qps,
+            burst=config.burst,
+            dry_run=config.dry_run,
+            identity=identity,
+            events=events,
+        )
+        pending = iter(zombies)
 
-    async def worker() -> None:
-        for zombie in pending:
-            zombie.outcome = await reaper.delete(zombie.pod, zombie.rule, since=zombie.since)
+        async def worker() -> None:
+            for zombie in pending:
+                zombie.outcome = await reaper.delete(zombie.pod, zombie.rule, since=zombie.since)
 
-    async with anyio.create_task_group() as tg:
-        for _ in range(max(1, config.max_in_flight)):
-            tg.start_soon(worker)
+        async with anyio.create_task_group() as tg:
+            for _ in range(max(1, config.max_in_flight)):
+                tg.start_soon(worker)

@@ -66,6 +66,9 @@ def test_metrics_reference_covers_every_metric_with_help() -> None:
         "zombied_leader",
         "zombied_leader_transitions_total",
         "zombied_scope_synced",
+        "zombied_delete_rate",
+        "zombied_events_dropped_total",
+        "zombied_events_queued",
     } == names
     assert all(help_text for _, _, _, help_text in rows)
     labels = {name: label_names for name, _, label_names, _ in rows}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -11,10 +12,12 @@ from prometheus_client import REGISTRY
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
 from zombied.config import DryRun
+from zombied.events import EventRecorder
 from zombied.kube import open_api_client
 from zombied.leader import Leadership
 from zombied.pod import parse_pod
 from zombied.queue import WorkQueue
+from zombied.ratelimit import RETRY_JITTER
 from zombied.reaper import Action, Reaper
 from zombied.rules import Rule, RuleSet
 
@@ -40,8 +43,11 @@ async def test_deletes_with_uid_precondition_and_records_event(
     obj = sim.store.create("pods", zombie("web-1", node="spot-3"))
     snapshot = parse_pod(obj)
     before = reaped("node-shutdown", "deleted")
-    async with open_api_client(str(kubeconfig), None) as api:
-        reaper = Reaper(api, qps=100, burst=10, identity="test-replica")
+    async with (
+        open_api_client(str(kubeconfig), None) as api,
+        EventRecorder(api, identity="test-replica") as events,
+    ):
+        reaper = Reaper(api, qps=100, burst=10, identity="test-replica", events=events)
         with captured_logs() as logs:
             outcome = await reaper.delete(snapshot, "node-shutdown")
     assert outcome.outcome == "deleted"
@@ -156,9 +162,9 @@ async def test_forbidden_delete_names_the_rule_once(sim: Simulator, tmp_path: Pa
 async def test_event_failure_is_not_fatal(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
     sim.faults.add_error("create", "events", status=403, count=1)
-    async with open_api_client(str(kubeconfig), None) as api:
-        with captured_logs() as logs:
-            outcome = await Reaper(api).delete(snapshot, "node-shutdown")
+    with captured_logs() as logs:
+        async with open_api_client(str(kubeconfig), None) as api, EventRecorder(api) as events:
+            outcome = await Reaper(api, events=events).delete(snapshot, "node-shutdown")
     assert outcome.outcome == "deleted"
     assert any(entry["event"] == "event.forbidden" for entry in logs)
 
@@ -252,3 +258,57 @@ async def test_failures_back_off_in_the_queue_until_done(sim: Simulator, kubecon
     assert queue.num_requeues("team-a/flaky") == 0
     assert queue.retrying == 0
     assert len(queue) == 0
+
+
+def delete_rate() -> float:
+    return REGISTRY.get_sample_value("zombied_delete_rate") or 0.0
+
+
+@pytest.mark.parametrize(("status", "retry_after"), [(429, 1), (429, None), (503, None)])
+async def test_pushback_lowers_the_delete_rate_at_once(
+    sim: Simulator, kubeconfig: Path, status: int, retry_after: float | None
+) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("z")))
+    sim.faults.add_error("delete", "pods", status=status, retry_after=retry_after, count=1)
+    async with open_api_client(str(kubeconfig), None) as api:
+        reaper = Reaper(api, qps=20, burst=20)
+        assert delete_rate() == 20
+        outcome = await reaper.delete(snapshot, "node-shutdown")
+        assert outcome.code == status
+        assert reaper.bucket.rate() == pytest.approx(14)
+        assert delete_rate() == pytest.approx(14)
+        # The next answer is a success: no further cut, the pod goes.
+        assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "deleted"
+        assert reaper.bucket.pace is not None
+        assert reaper.bucket.pace.cuts == 1
+
+
+async def test_a_conflict_or_gone_does_not_slow_down(sim: Simulator, kubeconfig: Path) -> None:
+    snapshot = parse_pod(sim.store.create("pods", zombie("z")))
+    sim.store.delete("pods", "team-a", "z")
+    async with open_api_client(str(kubeconfig), None) as api:
+        reaper = Reaper(api, qps=20, burst=20)
+        assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "gone"
+        assert reaper.bucket.rate() == 20
+
+
+async def test_a_throttled_key_comes_back_after_retry_after_plus_jitter(
+    sim: Simulator, kubeconfig: Path
+) -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    cache = PodCache(RuleSet((Rule("node-shutdown", 0.0),)), queue)
+    cache.upsert(parse_pod(sim.store.create("pods", zombie("z"))))
+    sim.faults.add_error("delete", "pods", status=429, retry_after=2, count=1)
+    key = await queue.get()
+    async with open_api_client(str(kubeconfig), None) as api:
+        sent = asyncio.get_running_loop().time()
+        outcome = await Reaper(api).process(key, cache, queue)
+        answered = asyncio.get_running_loop().time()
+    queue.done(key)
+    assert outcome is not None
+    assert outcome.action is Action.RETRY_AFTER
+    due = queue.due_at(key)
+    assert due is not None
+    # Never before the server's Retry-After, at most half of it later.
+    assert due - sent >= 2
+    assert due - answered <= 2 * (1 + RETRY_JITTER)

@@ -1,0 +1,243 @@
+"""``Reaped`` Events: recorded behind the deletes, on their own small budget.
+
+An Event is the audit trail of a reap that ``kubectl get events`` shows, and only
+that: it must never slow a delete down. So `EventRecorder.record` only appends to a
+bounded queue and returns; one sender task writes the queue out through its own
+token bucket (`EVENT_QPS`, `EVENT_BURST`, adaptive like the deletes': 429s and 5xx
+on Events, and on deletes too, slow the Events down) and never with more than one
+request in flight. When the
+queue is full (a storm larger than the budget can carry) the newest Event is dropped
+and counted in ``zombied_events_dropped_total``; the log line ``pod.reaped`` and the
+metrics still record every reap. At shutdown the recorder writes what it can within
+``flush_timeout`` and counts the rest as dropped.
+
+What it takes from client-go's event recorder: the bounded queue that drops instead
+of blocking (client-go's broadcaster queues 1,000 and drops when full), a budget of
+its own, and at most one Event per object (client-go's spam filter keys on the
+involved object; a reaped pod is reaped once, so a second Event for the same uid
+still queued is a duplicate and skipped). What it leaves out: the aggregator and the
+correlator's ``count`` series. Both key on the involved object's name and uid, and
+every reap is of a different pod, so they would never fire; aggregating across pods
+instead ("deleted 110 pods on node X") would hide which pods were deleted, which is
+what the Event is for.
+
+It never deletes, never blocks the caller of `record`, and builds an Event's body
+only when it sends it (a dropped Event costs no serialisation).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Final, Self
+
+import aiohttp
+import anyio
+import anyio.abc
+from kubernetes_asyncio import client
+
+from zombied import metrics
+from zombied.kube import API_FAILURES, raise_for_status, rbac_rule, status_of
+from zombied.log import get_logger
+from zombied.pod import PodSnapshot
+from zombied.ratelimit import TokenBucket
+
+__all__ = [
+    "COMPONENT",
+    "EVENT_BURST",
+    "EVENT_QPS",
+    "EVENT_QUEUE",
+    "EVENT_REASON",
+    "EventRecorder",
+    "event_body",
+]
+
+log = get_logger(__name__)
+
+EVENT_REASON: Final = "Reaped"
+COMPONENT: Final = "zombied"
+#: Event writes per second, beside and never counted in ``--qps``.
+EVENT_QPS: Final = 5.0
+#: Event writes allowed back to back after a quiet spell.
+EVENT_BURST: Final = 10
+#: Events waiting to be written before new ones are dropped (client-go's queue size).
+EVENT_QUEUE: Final = 1000
+#: Seconds the recorder keeps writing at shutdown before it drops what is left.
+FLUSH_TIMEOUT: Final = 2.0
+_EVENT_TIMEOUT: Final = 10.0
+
+
+def event_body(
+    pod: PodSnapshot, rule: str, *, identity: str, when: datetime, name_suffix: int
+) -> dict[str, Any]:
+    """The ``Reaped`` Event for ``pod``, deleted at ``when`` because ``rule`` matched."""
+    stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    detail = f": {pod.message}" if pod.message else ""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{pod.name}.{name_suffix:x}", "namespace": pod.namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
+            "resourceVersion": pod.resource_version,
+        },
+        "reason": EVENT_REASON,
+        "message": (
+            f"Deleted zombie pod (rule {rule}) left {pod.phase or 'terminal'} "
+            f"on node {pod.node or 'unknown'} by reason {pod.reason or 'unknown'}{detail}"
+        )[:1024],
+        "type": "Normal",
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": identity,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+class EventRecorder:
+    """Writes ``Reaped`` Events in the background; use as ``async with``."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        identity: str = COMPONENT,
+        qps: float = EVENT_QPS,
+        burst: int = EVENT_BURST,
+        capacity: int = EVENT_QUEUE,
+        flush_timeout: float = FLUSH_TIMEOUT,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        # Typed as Any: with _preload_content=False the generated stubs' return types lie.
+        self._core: Any = client.CoreV1Api(api)
+        self.identity = identity
+        self.bucket = TokenBucket(qps, burst, adaptive=True)
+        self.capacity = capacity
+        self.flush_timeout = flush_timeout
+        self._queue: deque[tuple[PodSnapshot, str, datetime]] = deque()
+        self._queued_uids: set[str] = set()
+        self._ready = anyio.Event()
+        self._closed = False
+        self._forbidden: set[str] = set()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._sending = 0
+
+    def __len__(self) -> int:
+        """Events waiting to be written."""
+        return len(self._queue)
+
+    def record(self, pod: PodSnapshot, rule: str) -> bool:
+        """Queue the ``Reaped`` Event of ``pod``; never waits. False if not queued."""
+        if pod.uid in self._queued_uids:
+            return False  # one Event per object: this one is already on its way
+        if self._closed or len(self._queue) >= self.capacity:
+            metrics.events_dropped("queue_full")
+            return False
+        self._queue.append((pod, rule, datetime.now(UTC)))
+        self._queued_uids.add(pod.uid)
+        metrics.events_queued_changed(len(self._queue))
+        self._ready.set()
+        return True
+
+    def slow_down(self, sent_at: float) -> None:
+        """The API server pushed back on a delete sent at ``sent_at`` (loop time).
+
+        Events yield to the deletes: the same signal cuts their rate too, so they add
+        less to a server that is already shedding load.
+        """
+        self.bucket.throttled(sent_at)
+
+    async def __aenter__(self) -> Self:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._send_all)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg, self._tg = self._tg, None
+        assert tg is not None  # entered
+        self._closed = True
+        self._ready.set()
+        if exc_type is not None:
+            tg.cancel_scope.cancel()
+        else:
+            # The sender stops by itself once the queue is empty; what the flush timeout
+            # leaves unsent is dropped below.
+            tg.cancel_scope.deadline = anyio.current_time() + self.flush_timeout
+        try:
+            return await tg.__aexit__(exc_type, exc, tb)
+        finally:
+            # An Event cut off in flight counts as dropped: it may not have been written.
+            left = len(self._queue) + self._sending
+            if left:
+                metrics.events_dropped("shutdown", left)
+                log.warning("event.dropped", count=left, why="shutdown")
+                self._queue.clear()
+                self._queued_uids.clear()
+                metrics.events_queued_changed(0)
+
+    async def _send_all(self) -> None:
+        while True:
+            if not self._queue:
+                if self._closed:
+                    return
+                self._ready = anyio.Event()
+                await self._ready.wait()
+                continue
+            sent_at = await self.bucket.acquire()
+            pod, rule, when = self._queue.popleft()
+            self._queued_uids.discard(pod.uid)
+            metrics.events_queued_changed(len(self._queue))
+            self._sending = 1
+            await self._send(pod, rule, when, sent_at)
+            self._sending = 0
+
+    async def _send(self, pod: PodSnapshot, rule: str, when: datetime, sent_at: float) -> None:
+        body = event_body(pod, rule, identity=self.identity, when=when, name_suffix=time.time_ns())
+        try:
+            response = await self._core.create_namespaced_event(
+                pod.namespace,
+                body,
+                _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=_EVENT_TIMEOUT),
+            )
+            async with response:
+                await raise_for_status(response)
+        except API_FAILURES as exc:  # an audit Event is best effort; a bug still raises
+            status = status_of(exc)
+            metrics.api_failed("create", status.code)
+            metrics.events_dropped("failed")
+            if status.transient:
+                self.bucket.throttled(sent_at)
+            if status.code in (401, 403):
+                if pod.namespace in self._forbidden:
+                    return
+                self._forbidden.add(pod.namespace)
+                log.warning(
+                    "event.forbidden",
+                    namespace=pod.namespace,
+                    missing_rule=rbac_rule("create", "events", pod.namespace),
+                    message=status.message,
+                )
+                return
+            log.warning(
+                "event.failed",
+                namespace=pod.namespace,
+                pod=pod.name,
+                code=status.code,
+                message=status.message[:200],
+            )

@@ -2,7 +2,9 @@
 
 This module owns the two things every I/O part needs from kubernetes_asyncio: a
 configured :class:`ApiClient` (in-cluster service account or kubeconfig) with a
-connection pool sized for the watches and delete workers that share it, and
+connection pool sized for the watches and delete workers that share it, zombied's own
+``User-Agent`` on every request (so audit logs tell its traffic apart), no per-request
+proxy and netrc lookups (see `open_api_client`), and
 :func:`api_status` / :func:`status_of`, which turn any exception from a request into
 the ``Status`` the server sent (or a transport failure). Decisions about what a status
 *means* belong to the callers; this module never retries and never logs.
@@ -12,15 +14,21 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import aiohttp.helpers
+import kubernetes_asyncio
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
+from zombied import __version__
 from zombied.errors import KubeconfigError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -31,6 +39,22 @@ TRANSPORT_ERROR = 0
 #: What the API server or the network can raise from a request: retried by callers.
 #: Any other exception from a request is a bug and must crash, never be retried.
 API_FAILURES = (ApiException, aiohttp.ClientError, TimeoutError, ConnectionError)
+
+#: Go's names for the CPU architectures, as kubectl's User-Agent spells them.
+_GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+#: kubernetes_asyncio's own read buffer for its session: watch events of large objects
+#: exceed aiohttp's default (etcd's request limit is 1.5 MiB).
+_READ_BUFSIZE = 2**21
+
+
+def user_agent() -> str:
+    """``zombied/0.2.0 (linux/amd64) kubernetes_asyncio/36.1.0``, in kubectl's format."""
+    machine = platform.machine().lower()
+    arch = _GOARCH.get(machine, machine or "unknown")
+    return (
+        f"zombied/{__version__} ({sys.platform}/{arch}) "
+        f"kubernetes_asyncio/{kubernetes_asyncio.__version__}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +126,55 @@ async def open_api_client(
         option = "--context" if context and "context" in detail.lower() else "--kubeconfig"
         raise KubeconfigError(f"{option}: cannot load cluster credentials: {detail}") from exc
     configuration.connection_pool_maxsize = pool_size
+    _resolve_env_proxy(configuration)
     api = client.ApiClient(configuration)
+    api.user_agent = user_agent()
+    _stop_env_lookups(api)
     try:
         yield api
     finally:
         await api.close()
+
+
+def _resolve_env_proxy(configuration: client.Configuration) -> None:
+    """Apply ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` once, as aiohttp would per request.
+
+    A ``proxy-url`` from the kubeconfig wins, as in client-go. The lookup is aiohttp's
+    own (``NO_PROXY``, credentials in the URL or in netrc for the proxy host), done
+    once at start instead of once per request.
+    """
+    if configuration.proxy or not configuration.host:
+        return
+    try:
+        proxy, auth = aiohttp.helpers.get_env_proxy_for_url(URL(configuration.host))
+    except LookupError:
+        return  # no proxy set for this scheme, or NO_PROXY excludes the API server
+    configuration.proxy = str(proxy)
+    if auth is not None:
+        configuration.proxy_headers = {"Proxy-Authorization": auth.encode()}
+
+
+def _stop_env_lookups(api: client.ApiClient) -> None:
+    """Give ``api`` a session with ``trust_env=False``, on the same connection pool.
+
+    kubernetes_asyncio opens its aiohttp session with ``trust_env=True`` and offers no
+    option against it; aiohttp then reads netrc and the proxy variables for every
+    request, each time through a thread pool, which was a third of the CPU of a reap.
+    (A netrc entry for the API server's host even fails every request: its Basic
+    auth collides with the bearer token header.) The proxy variables are applied once
+    by `_resolve_env_proxy` instead. The swap uses aiohttp's public ``connector`` and
+    ``detach``; should kubernetes_asyncio ever stop exposing ``rest_client.pool_manager``
+    as a session, its own stays in place and only the per-request cost comes back.
+    """
+    rest = getattr(api, "rest_client", None)
+    session = getattr(rest, "pool_manager", None)
+    if not isinstance(session, aiohttp.ClientSession) or session.connector is None:
+        return
+    connector = session.connector
+    session.detach()
+    rest.pool_manager = aiohttp.ClientSession(  # type: ignore[union-attr]
+        connector=connector, trust_env=False, read_bufsize=_READ_BUFSIZE
+    )
 
 
 def _kubeconfig_path(kubeconfig: str | None) -> str:

@@ -1,0 +1,121 @@
+"""The API client: zombied's User-Agent on every request, proxies read once, no netrc."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from kubernetes_asyncio import client
+from zombied.kube import open_api_client, user_agent
+from zombied.pod import parse_pod
+from zombied.reaper import Reaper
+
+from kubesim import Simulator
+from tests.daemon.pods import zombie
+
+
+class RecordingProxy:
+    """A plain HTTP forward proxy that records each request's method, path and User-Agent."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+        self.url = ""
+        self._session: aiohttp.ClientSession | None = None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        assert self._session is not None
+        self.seen.append((request.method, request.path, request.headers.get("User-Agent", "")))
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host",)}
+        async with self._session.request(
+            request.method, str(request.url), headers=headers, data=await request.read()
+        ) as upstream:
+            response = web.StreamResponse(status=upstream.status, headers=upstream.headers)
+            response.headers.pop("Content-Length", None)
+            response.headers.pop("Transfer-Encoding", None)
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    async def run(self) -> AsyncIterator[RecordingProxy]:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        runner = web.AppRunner(app, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        async with aiohttp.ClientSession() as session:
+            self._session = session
+            try:
+                yield self
+            finally:
+                await runner.cleanup()
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[RecordingProxy]:
+    async for running in RecordingProxy().run():
+        yield running
+
+
+def test_user_agent_names_zombied_platform_and_client() -> None:
+    assert re.fullmatch(
+        r"zombied/\S+ \((linux|darwin)/[a-z0-9_]+\) kubernetes_asyncio/\d+\.\d+\.\d+",
+        user_agent(),
+    )
+
+
+async def test_every_request_carries_the_user_agent_and_honours_http_proxy(
+    sim: Simulator, kubeconfig: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    snapshot = parse_pod(sim.store.create("pods", zombie("z")))
+    async with open_api_client(str(kubeconfig), None) as api:
+        core = client.CoreV1Api(api)
+        await core.list_namespaced_pod("team-a")
+        watch = await core.list_namespaced_pod(
+            "team-a", watch=True, timeout_seconds=1, _preload_content=False
+        )
+        async with watch:
+            await watch.read()
+        assert (await Reaper(api).delete(snapshot, "node-shutdown")).outcome == "deleted"
+    assert [(method, path) for method, path, _ in proxy.seen] == [
+        ("GET", "/api/v1/namespaces/team-a/pods"),
+        ("GET", "/api/v1/namespaces/team-a/pods"),
+        ("DELETE", "/api/v1/namespaces/team-a/pods/z"),
+    ]
+    assert {agent for _, _, agent in proxy.seen} == {user_agent()}
+
+
+async def test_no_proxy_excludes_the_api_server(
+    sim: Simulator, kubeconfig: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    async with open_api_client(str(kubeconfig), None) as api:
+        await client.CoreV1Api(api).list_namespaced_pod("team-a")
+    assert proxy.seen == []
+    assert any(r.verb == "list" for r in sim.requests)
+
+
+async def test_a_netrc_entry_for_the_api_server_is_not_read(
+    sim: Simulator, kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With aiohttp's trust_env, this entry's Basic auth would collide with the bearer
+    # token and fail every request.
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password secret\n", encoding="utf-8")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    async with open_api_client(str(kubeconfig), None) as api:
+        pods = await client.CoreV1Api(api).list_namespaced_pod("team-a")
+    assert pods.items == []

@@ -54,3 +54,10 @@ def test_auto_picks_console_only_on_a_terminal() -> None:
     closed = io.StringIO()
     closed.close()
     assert not wants_console("auto", closed)
+
+
+def test_a_line_that_cannot_be_written_never_stops_the_caller() -> None:
+    out = io.StringIO()
+    configure_logging("json", "info", out)
+    out.close()
+    get_logger("zombied.test").info("pod.reaped")  # no exception: the line is dropped

@@ -57,7 +57,7 @@ class TestDefaults:
         assert config.rules == RuleSet()  # one default, whichever way it is asked
         assert config.dry_run is DryRun.OFF
         assert (config.listen_host, config.listen_port) == ("0.0.0.0", 8080)
-        assert (config.qps, config.burst, config.max_in_flight) == (5.0, 10, 4)
+        assert (config.qps, config.burst, config.max_in_flight) == (20.0, 100, 4)
         assert (config.lease_duration, config.renew_deadline, config.retry_period) == (
             15.0,
             10.0,
@@ -602,7 +602,7 @@ delete: true
         assert message.endswith(": the file sets nothing; give at least one option")
 
     def test_null_value_keeps_default(self, tmp_path: Path) -> None:
-        assert run("--config", write(tmp_path, "qps:\nlease_namespace: null\n")).qps == 5.0
+        assert run("--config", write(tmp_path, "qps:\nlease_namespace: null\n")).qps == 20.0
         assert run("--config", write(tmp_path, "qps: 1\nrules:\n")).rules == RuleSet()
 
     def test_config_from_env(self, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ mpl.use("Agg")
 # The backend must be chosen before pyplot loads.
 import matplotlib.pyplot as plt
 
+from bench.pacing import PacingResult
 from bench.report import CRONJOB, ZOMBIED, PhaseResult, find, sizes
 
 _COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a")
@@ -103,6 +104,47 @@ def draw(results: Sequence[PhaseResult], path: Path, *, title: str) -> Path:
 
     figure.suptitle(title, fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def draw_pacing(runs: Sequence[PacingResult], path: Path, *, title: str) -> Path:
+    """The rate curve: zombied's DELETE rate limit and the DELETEs answered, per run."""
+    figure, axes = plt.subplots(1, 2, figsize=(14, 4.8), constrained_layout=True)
+    limit, answered = axes
+    for colour, run in zip(_COLOURS, runs, strict=False):
+        if run.rate_curve:
+            xs, ys = zip(*run.rate_curve, strict=True)
+            limit.step(
+                xs, ys, where="post", color=colour, label=f"{run.scenario} ({run.zombies:,})"
+            )
+        if run.deletes_per_s:
+            seconds = [point[0] for point in run.deletes_per_s]
+            answered.plot(
+                seconds,
+                [point[1] for point in run.deletes_per_s],
+                color=colour,
+                label=f"{run.scenario}: all DELETEs",
+            )
+            if any(point[2] for point in run.deletes_per_s):
+                answered.plot(
+                    seconds,
+                    [point[2] for point in run.deletes_per_s],
+                    color=colour,
+                    linestyle=":",
+                    label=f"{run.scenario}: answered 429",
+                )
+    limit.set_title("zombied_delete_rate (the adaptive limit), scraped every 0.2 s")
+    limit.set_ylabel("DELETEs per second allowed")
+    answered.set_title("DELETE requests per second, from the API server's request log")
+    answered.set_ylabel("requests per second")
+    for axis in axes:
+        axis.set_xlabel("seconds since the first kubelet write")
+        axis.set_ylim(bottom=0)
+        axis.grid(visible=True, alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.suptitle(title)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path

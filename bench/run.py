@@ -34,7 +34,7 @@ if __package__ in (None, ""):
     # Run as a script (`python bench/run.py`): make the `bench` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import machine, plot, profile, report
+from bench import machine, pacing, plot, profile, realserver, report
 from bench.cronjob import CronJob, CronRun
 from bench.procs import Child, Sampler, wait_for
 from bench.report import CRONJOB, ZOMBIED, PhaseResult
@@ -635,9 +635,19 @@ def project_cut_run(
 
 
 def write_outputs(
-    results: list[PhaseResult], plan: Plan, out: Path, facts: dict[str, str], elapsed: float
+    results: list[PhaseResult],
+    plan: Plan,
+    out: Path,
+    facts: dict[str, str],
+    elapsed: float,
+    pacing_runs: Sequence[pacing.PacingResult] = (),
+    real: Sequence[realserver.RealResult] = (),
+    real_skipped: str = "",
 ) -> None:
     document = {
+        "pacing": [run.to_json() for run in pacing_runs],
+        "realserver": [run.to_json() for run in real],
+        "realserver_skipped": real_skipped,
         "plan": plan_facts(plan),
         "machine": facts,
         "elapsed_s": elapsed,
@@ -661,6 +671,22 @@ def render_outputs(document: dict[str, Any], out: Path) -> None:
         title=f"zombied vs kubectl CronJob ({facts['CPU']}, {facts['cores (logical)']} cores)",
     )
     command = "make bench QUICK=1 (bench/run.py --quick)" if plan["quick"] else "make bench"
+    pacing_runs = [pacing.PacingResult.from_json(item) for item in document.get("pacing") or []]
+    real = [realserver.RealResult(**item) for item in document.get("realserver") or []]
+    lead: list[str] = realserver.render(real)
+    if not real and document.get("realserver_skipped"):
+        lead = [
+            "## Real kube-apiserver v1.20.2 with etcd",
+            "",
+            f"Not run: {document['realserver_skipped']}. Every figure below comes from the "
+            "simulator.",
+            "",
+        ]
+    if pacing_runs:
+        curve = plot.draw_pacing(
+            pacing_runs, out / "pacing.png", title="zombied at its defaults: the rate curve"
+        )
+        lead += pacing.render(pacing_runs, picture=curve.name)
     text = report.render_document(
         results,
         facts=facts,
@@ -672,6 +698,7 @@ def render_outputs(document: dict[str, Any], out: Path) -> None:
         model=lambda run_s: expected_cron_latency(DEFAULT_PERIOD, run_s),
         notes=run_notes(results),
         appendix=list(document.get("appendix") or []),
+        lead=lead,
     )
     (out / "RESULTS.md").write_text(text)
 
@@ -746,6 +773,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="only redraw RESULTS.md and results.png from a results.json of an earlier run",
     )
     parser.add_argument("--skip-cronjob", action="store_true", help="measure zombied only")
+    parser.add_argument(
+        "--skip-pacing", action="store_true", help="skip the storms at the default settings"
+    )
+    parser.add_argument(
+        "--skip-realserver", action="store_true", help="skip the runs on a real kube-apiserver"
+    )
     return parser.parse_args(argv)
 
 
@@ -778,6 +811,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     facts = machine.describe(REPO)
     facts["load average at start (1/5/15 min)"] = machine.load_average()
     results: list[PhaseResult] = []
+    real_skipped = "--skip-realserver" if args.skip_realserver else realserver.harness_available()
+    real: list[realserver.RealResult] = []
+    if real_skipped is None:
+        real = realserver.run_all(workdir, (200,) if plan.quick else realserver.SIZES)
+    else:
+        log(f"real-server runs skipped: {real_skipped}")
+    pacing_runs = [] if args.skip_pacing else pacing.run_all(workdir, quick=plan.quick)
     for pods in plan.sizes:
         results.extend(run_zombied(plan, pods, workdir))
     if not args.skip_cronjob:
@@ -790,11 +830,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results.extend(future.result())
     elapsed = time.monotonic() - started
     facts["load average at end (1/5/15 min)"] = machine.load_average()
-    write_outputs(results, plan, out, facts, elapsed)
+    write_outputs(results, plan, out, facts, elapsed, pacing_runs, real, real_skipped or "")
     log(f"done in {elapsed:.0f} s: {out / 'RESULTS.md'}, {out / 'results.png'}")
     print(report.summary_lines(results))
     failures = [r for r in results if r.reaper == ZOMBIED and (r.missed or r.wrong)]
-    return 1 if failures else 0
+    pacing_failures = [r for r in pacing_runs if r.missed or r.wrong]
+    real_failures = [r for r in real if r.reaper == "zombied" and (r.missed or r.wrong)]
+    return 1 if failures or pacing_failures or real_failures else 0
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 PODS_PER_NODE = 100
 HARNESS_AGENT = "zombied-bench-kubelet"
 CRON_PERIODS = (540.0, 60.0)
+#: Time to clear after the kubelet's last write that zombied's defaults must meet.
+CLEAR_TARGETS_S = {200: 10.0, 1_000: 60.0}
 #: Storm sizes of `make bench`.
 SIZES = (200, 1_000, 10_000)
 #: A kubectl run longer than this is cut and its remaining deletes projected at the rate
@@ -509,6 +511,10 @@ def render(results: Sequence[RealResult]) -> list[str]:
             cron = " (with its schedule " + "; ".join(waits) + ")"
         if r.projected:
             cron += f" ({r.note})"
+        target = CLEAR_TARGETS_S.get(r.zombies) if r.reaper == "zombied" else None
+        if target is not None and not math.isnan(r.clear_after_last_write_s):
+            verdict = "met" if r.clear_after_last_write_s <= target else "MISSED"
+            cron += f" (target {target:.0f} s: {verdict})"
         rows.append(
             f"| {r.reaper} | {r.zombies:,} | {_fmt(r.clear_after_last_write_s)}{cron} "
             f"| {_fmt(r.latency_p50_s)} / {_fmt(r.latency_p99_s)} | {r.total_requests:,} "

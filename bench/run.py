@@ -34,6 +34,8 @@ if __package__ in (None, ""):
     # Run as a script (`python bench/run.py`): make the `bench` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from zombied.config import OPTIONS
+
 from bench import machine, pacing, plot, profile, realserver, report
 from bench.cronjob import CronJob, CronRun
 from bench.procs import Child, Sampler, wait_for
@@ -77,8 +79,10 @@ TRICKLE_VARIANTS = (
     ("1.22", "terminated"),
 )
 # zombied's defaults (`zombied run --help`), the floor its reap latency is judged against.
-ZOMBIED_DEFAULT_QPS = 5.0
-ZOMBIED_DEFAULT_BURST = 10
+_DEFAULTS = {option.name: option.default for option in OPTIONS}
+ZOMBIED_DEFAULT_QPS = float(_DEFAULTS["qps"])
+ZOMBIED_DEFAULT_BURST = int(_DEFAULTS["burst"])
+ZOMBIED_DEFAULT_IN_FLIGHT = int(_DEFAULTS["max_in_flight"])
 # As the shipped Deployment runs it: with a Lease (outside a cluster, in `default`).
 AS_DEPLOYED = ("--leader-elect", "--lease-namespace", "default")
 
@@ -305,7 +309,10 @@ def run_zombied(plan: Plan, pods: int, workdir: Path) -> list[PhaseResult]:
     sim, session = start_cluster(workdir, plan, pods, "zombied")
     results: list[PhaseResult] = []
     trickle_nodes, storm_nodes = pick_nodes(session.nodes, plan, pods)
-    defaults = "defaults: qps 5, burst 10, 4 in flight"
+    defaults = (
+        f"defaults: qps {ZOMBIED_DEFAULT_QPS:g}, burst {ZOMBIED_DEFAULT_BURST}, "
+        f"{ZOMBIED_DEFAULT_IN_FLIGHT} in flight"
+    )
     with sim, Sampler(sim.child.pid, interval=0.25) as server:
         storm_pods = [pod for on_node in sim.pods_on(storm_nodes).values() for pod in on_node]
         with (
@@ -696,7 +703,7 @@ def render_outputs(document: dict[str, Any], out: Path) -> None:
         generated=str(document["generated"]),
         command=command,
         model=lambda run_s: expected_cron_latency(DEFAULT_PERIOD, run_s),
-        notes=run_notes(results),
+        notes=[*run_notes(results), *document.get("notes", [])],
         appendix=list(document.get("appendix") or []),
         lead=lead,
     )

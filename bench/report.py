@@ -600,9 +600,9 @@ CAVEATS = (
     "The storm's status writes are not instantaneous: the table shows over how long they "
     "landed. Latency is measured per zombie from its own write, so the spread does not "
     "inflate it, but a backlog built while writes still arrive does.",
-    "zombied's trickle and steady state run at its defaults (QPS 5, burst 10): the trickle's "
-    "latency is dominated by that rate limit, and the `floor` in the targets table is what "
-    "a perfect client with the same limit would achieve on the same arrivals.",
+    "zombied's trickle and steady state run at its defaults (see the setting column): the "
+    "`floor` in the targets table is what a perfect client with the same rate limit would "
+    "achieve on the same arrivals.",
     "The CronJob's latencies for zombies its deadline-cut run did not reach are projected "
     "(rows `of which projected`); zombies left in phase `Succeeded` by the newest kubelet "
     "are never matched by its `status.phase==Failed` filter and are counted as missed.",

@@ -1,14 +1,15 @@
 """Storms on a real kube-apiserver v1.20.2 with etcd: zombied's defaults vs the CronJob.
 
 The API server and etcd are the test suite's real-server harness
-(``tests/realserver``), started with an audit log at the ``Metadata`` level, so every
-request of every client is counted by the server itself, by user agent, verb,
-resource and status code. There is no kubelet: this module plays it. It creates the
-pods (bound to made-up nodes), then writes the kubelet's node-shutdown status on all of
-them at once through the ``status`` subresource, as a shutting-down node would; each
-zombie's time is the answer to that write. A few terminal pods that are not node-shutdown
-zombies (a Job pod that failed on its own, an evicted pod, an opted-out zombie) sit
-beside them; no reaper should delete those.
+(``tests/realserver``), which keeps an audit log (writes at the ``Request`` level,
+everything else at ``Metadata``), so every request of every client is counted by the
+server itself, by user agent, verb, resource and status code. There is no kubelet:
+this module plays it. It creates the pods (bound to made-up nodes), then writes the
+kubelet's node-shutdown status on all of them at once through the ``status``
+subresource, as a shutting-down node would; each zombie's time is the answer to that
+write. A few terminal pods that are not node-shutdown zombies (a Job pod that failed
+on its own, an evicted pod, an opted-out zombie) sit beside them; no reaper should
+delete those.
 
 zombied runs as users run it: ``zombied run`` with its defaults (no ``--qps`` or
 ``--burst``) and leader election. The CronJob is the real kubectl doing what the usual
@@ -45,13 +46,6 @@ from bench.procs import Child, Sampler, free_port, wait_for
 from bench.simctl import venv_tool
 from bench.stats import LatencySummary, expected_cron_latency, project_remaining
 
-AUDIT_POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: Metadata
-"""
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 PODS_PER_NODE = 100
 HARNESS_AGENT = "zombied-bench-kubelet"
@@ -460,20 +454,7 @@ def run_all(workdir: Path, sizes: Sequence[int]) -> list[RealResult]:
     """Both reapers on storms of every size, on one real API server with an audit log."""
     from tests.realserver.cluster import RealCluster  # noqa: PLC0415 - optional harness
 
-    class AuditedCluster(RealCluster):
-        def _spawn(self, name: str, args: list[str]) -> Any:
-            if name == "kube-apiserver":
-                policy = Path(self.workdir) / "audit-policy.yaml"
-                policy.write_text(AUDIT_POLICY)
-                args = [
-                    *args,
-                    f"--audit-policy-file={policy}",
-                    f"--audit-log-path={Path(self.workdir) / 'audit.log'}",
-                    "--audit-log-format=json",
-                ]
-            return super()._spawn(name, args)
-
-    cluster = AuditedCluster(workdir / "apiserver")
+    cluster = RealCluster(workdir / "apiserver")
     results: list[RealResult] = []
     try:
         cluster.start()

@@ -113,6 +113,16 @@ class Daemon:
                 f"delete forbidden, missing RBAC rule: {rule}"
                 for rule in sorted(self.reaper.forbidden.values())
             )
+            if self.reaper.events is not None:
+                reasons.extend(
+                    f"Events forbidden, missing RBAC rule: {rule}"
+                    for rule in sorted(self.reaper.events.forbidden.values())
+                )
+        if self.elector is not None:
+            reasons.extend(
+                f"leader election forbidden, missing RBAC rule: {rule}"
+                for rule in self.elector.forbidden
+            )
         return (not reasons, "; ".join(reasons) if reasons else "ok")
 
     def ready(self) -> bool:

@@ -127,7 +127,8 @@ class EventRecorder:
         self._queued_uids: set[str] = set()
         self._ready = anyio.Event()
         self._closed = False
-        self._forbidden: set[str] = set()
+        #: namespace -> the RBAC rule a 401/403 there says is missing, until a write works.
+        self.forbidden: dict[str, str] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._sending = 0
 
@@ -224,13 +225,14 @@ class EventRecorder:
             if status.transient:
                 self.bucket.throttled(sent_at)
             if status.code in (401, 403):
-                if pod.namespace in self._forbidden:
+                if pod.namespace in self.forbidden:
                     return
-                self._forbidden.add(pod.namespace)
+                missing = rbac_rule("create", "events", pod.namespace)
+                self.forbidden[pod.namespace] = missing
                 log.warning(
                     "event.forbidden",
                     namespace=pod.namespace,
-                    missing_rule=rbac_rule("create", "events", pod.namespace),
+                    missing_rule=missing,
                     message=status.message,
                 )
                 return
@@ -241,3 +243,6 @@ class EventRecorder:
                 code=status.code,
                 message=status.message[:200],
             )
+        else:
+            if self.forbidden.pop(pod.namespace, None) is not None:
+                log.info("event.permitted", namespace=pod.namespace)

@@ -34,7 +34,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -280,8 +280,15 @@ class LeaseElector:
         # create). It may still land and make us the holder; only an answer clears it.
         self._unanswered: tuple[str, dict[str, Any] | None] | None = None
         self._logged_errors: set[tuple[str, int]] = set()
+        # verb -> the RBAC rule a 401/403 said is missing; cleared when that verb works.
+        self._forbidden: dict[str, str] = {}
 
     # -- public surface -------------------------------------------------------------
+
+    @property
+    def forbidden(self) -> list[str]:
+        """The RBAC rules the server said are missing, until each verb works again."""
+        return sorted(self._forbidden.values())
 
     @property
     def holder(self) -> str:
@@ -544,11 +551,13 @@ class LeaseElector:
         """
         try:
             with anyio.fail_after(self.request_timeout):
-                return await self.leases.request(op, body)
+                answer = await self.leases.request(op, body)
         except ApiException:
             raise
         except API_FAILURES as exc:
             raise ApiException(status=TRANSPORT_ERROR, reason=type(exc).__name__) from exc
+        self._forbidden.pop(_LEASE_VERBS.get(op, op), None)
+        return answer
 
     def _failed(self, exc: ApiException, op: str) -> int:
         """Log a failed request (each kind once until the next success); return its code."""
@@ -560,13 +569,14 @@ class LeaseElector:
         level = "debug" if kind in self._logged_errors else "warning"
         self._logged_errors.add(kind)
         if status.code in (401, 403):
+            verb = _LEASE_VERBS.get(op, op)
+            missing = rbac_rule(verb, "leases", self.namespace, group="coordination.k8s.io")
+            self._forbidden[verb] = missing
             getattr(self._log, "error" if level == "warning" else "debug")(
                 "leader.forbidden",
                 op=op,
                 code=status.code,
-                missing_rule=rbac_rule(
-                    "get/create/update", "leases", self.namespace, group="coordination.k8s.io"
-                ),
+                missing_rule=missing,
                 message=status.message or None,
             )
             return status.code
@@ -578,6 +588,10 @@ class LeaseElector:
             message=status.message or None,
         )
         return status.code
+
+
+#: The RBAC verb behind each lease request (a replace and a release are updates).
+_LEASE_VERBS: Final = {"replace": "update", "release": "update"}
 
 
 def _released(spec: dict[str, Any]) -> dict[str, Any]:

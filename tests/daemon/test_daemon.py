@@ -242,8 +242,7 @@ async def test_forbidden_events_and_lease_are_named_in_readiness(
             status, body = await get(daemon.http_port, "/readyz")
             return (
                 status == 503
-                and "Events forbidden, missing RBAC rule: create events in namespace team-a"
-                in body
+                and "Events forbidden, missing RBAC rule: create events in namespace team-a" in body
                 and "leader election forbidden, missing RBAC rule: update leases" in body
             )
 

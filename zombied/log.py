@@ -13,10 +13,12 @@ callers and merged here. It must never decide *what* to log; callers do.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from typing import Any, TextIO
 
+import orjson
 import structlog
 
 #: Libraries that log at INFO about every request; their noise is kept at WARNING.
@@ -71,7 +73,7 @@ def configure_logging(
         renderer = structlog.dev.ConsoleRenderer(colors=_is_terminal(out))
     else:
         shared.append(structlog.processors.format_exc_info)
-        renderer = structlog.processors.JSONRenderer(sort_keys=False)
+        renderer = structlog.processors.JSONRenderer(serializer=_dumps)
     structlog.configure(
         processors=[*shared, renderer],
         logger_factory=lambda *args: _NamedWriteLogger(out, str(args[0]) if args else ""),
@@ -93,6 +95,16 @@ def configure_logging(
     root.setLevel(level_no)
     for name in _QUIET_LOGGERS:
         logging.getLogger(name).setLevel(max(level_no, logging.WARNING))
+
+
+def _dumps(event: Any, **kwargs: Any) -> str:
+    """One JSON line; orjson, as json's encoder showed in a storm's profile."""
+    try:
+        return orjson.dumps(
+            event, default=kwargs.get("default"), option=orjson.OPT_NON_STR_KEYS
+        ).decode()
+    except orjson.JSONEncodeError:  # what only json can write (an int beyond 64 bits)
+        return json.dumps(event, **kwargs)
 
 
 def _is_terminal(stream: TextIO) -> bool:

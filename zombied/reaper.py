@@ -57,6 +57,7 @@ __all__ = [
 log = get_logger(__name__)
 
 _DELETE_TIMEOUT: Final = 10.0
+_POD_PATH: Final = "/api/v1/namespaces/{namespace}/pods/{name}"
 
 
 class Action(StrEnum):
@@ -147,8 +148,7 @@ class Reaper:
         now: Callable[[], datetime] | None = None,
         delete_timeout: float = _DELETE_TIMEOUT,
     ) -> None:
-        # Typed as Any: with _preload_content=False the generated stubs' return types lie.
-        self._core: Any = client.CoreV1Api(api)
+        self._api = api
         self.bucket = TokenBucket(qps, burst, adaptive=True)
         metrics.delete_rate_changed(self.bucket.qps)
         #: Where ``Reaped`` Events go; None: no Events.
@@ -209,10 +209,16 @@ class Reaper:
         # answers 409 and the watch brings the new state to judge again.
         server_dry_run = self.dry_run is DryRun.SERVER
         try:
-            response = await self._core.delete_namespaced_pod(
-                pod.name,
-                pod.namespace,
+            # The ApiClient's own call_api (same auth, TLS, session, path quoting) and not
+            # the generated delete_namespaced_pod: its per-call checks of two dozen
+            # unused options were a tenth of the delete path's CPU.
+            response = await self._api.call_api(
+                _POD_PATH,
+                "DELETE",
+                path_params={"namespace": pod.namespace, "name": pod.name},
+                header_params={"Accept": "application/json"},
                 body=delete_options(pod, dry_run=server_dry_run),
+                auth_settings=["BearerToken"],
                 _preload_content=False,
                 _request_timeout=aiohttp.ClientTimeout(total=self.delete_timeout),
             )

@@ -16,7 +16,6 @@ never delete anything and never decide whether a pod is a zombie: `rules` decide
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -25,6 +24,7 @@ from typing import Any, Final
 
 import aiohttp
 import anyio
+import orjson
 from kubernetes_asyncio import client
 
 from zombied import metrics
@@ -136,7 +136,8 @@ class WatchEvent:
 def parse_event(line: bytes | str) -> WatchEvent:
     """Parse one watch line; raise `EventParseError` saying why it is unusable."""
     try:
-        data = json.loads(line)
+        # orjson: three watch events per reaped pod made json's decoder a tenth of a storm's CPU.
+        data = orjson.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise EventParseError(f"not JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -504,7 +505,7 @@ async def list_terminal_pods(
             await raise_for_status(response)
             body = await response.read()
         try:
-            page = json.loads(body)
+            page = orjson.loads(body)  # as fast as the watch's decoding
             items = page.get("items") or []
             metadata = page.get("metadata") or {}
             resource_version = str(metadata.get("resourceVersion") or "")

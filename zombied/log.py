@@ -7,8 +7,8 @@ with the same processors, so every line on stdout has one shape. zombied's own e
 skip the stdlib machinery (records, handlers, level lookups per call): they are
 rendered by structlog and written straight to the stream, which halves what a log line
 costs (a line per reaped pod is a large share of a storm's CPU). Per-item context (the pod
-being reaped, the scope being watched) is bound with ``structlog.contextvars`` by the
-callers and merged here. It must never decide *what* to log; callers do.
+being reaped, the scope being watched) is bound to loggers by the callers (``bind``);
+``structlog.contextvars`` are merged here too. It must never decide *what* to log; callers do.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ does I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,9 @@ _MAX_NAME: Final = 253
 _MAX_UID: Final = 128
 _MAX_REASON: Final = 256
 _MAX_MESSAGE: Final = 1024
+# One scan in C instead of a generator per character (six names parsed per reaped pod);
+# \s matches exactly what str.isspace() does.
+_UNSAFE_IN_PATH: Final = re.compile(r"[/%?#\\\s]")
 
 
 class PodParseError(ValueError):
@@ -148,9 +152,7 @@ def _identifier(metadata: Mapping[str, object], field_name: str, limit: int) -> 
         raise PodParseError(f"metadata.{field_name} is longer than {limit} characters")
     # These end up in a URL path of the DELETE; refuse anything that could change
     # which object the request addresses.
-    if value in {".", ".."} or any(
-        c in "/%?#\\" or not c.isprintable() or c.isspace() for c in value
-    ):
+    if value in {".", ".."} or not value.isprintable() or _UNSAFE_IN_PATH.search(value):
         raise PodParseError(f"metadata.{field_name} {value!r} is not a valid name")
     return value
 

@@ -15,6 +15,8 @@
 #   make soak-ci     the chaos soak alone, CI_SOAK_S=15 s: what .ci/run adds to `make test`
 #   make image       container image (builds the wheel when no Docker engine is reachable)
 #   make docs        regenerate the generated sections of README.md
+#   make prometheus  unpack Debian's Prometheus 2.42 (server and promtool) for the tests
+#   make monitoring-plot  redraw docs/monitoring.png from a Prometheus scraping a storm
 #   make clean       remove build and test artefacts (keeps the virtualenv)
 
 SHELL := /bin/bash
@@ -46,7 +48,14 @@ LINT_IMPORTS := $(PY) -c 'import sys; from importlinter.cli import lint_imports_
 # Tests that need the real kube-apiserver fail instead of skipping when it is missing.
 REAL := ZOMBIED_REQUIRE_REAL_APISERVER=1
 
-.PHONY: help venv demo test test-real real-apiserver lint fmt bench soak soak-ci image docs clean constraints
+.PHONY: help venv demo test test-real real-apiserver lint fmt bench soak soak-ci image docs clean \
+	constraints prometheus monitoring-plot
+
+# Prometheus and promtool for the monitoring tests: Debian bookworm's package, downloaded
+# and unpacked with dpkg -x (never installed, so no service starts) into a cache dir.
+PROMETHEUS_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/zombied/prometheus-2.42
+PROMTOOL := $(PROMETHEUS_DIR)/usr/bin/promtool
+export ZOMBIED_PROMETHEUS_DIR := $(PROMETHEUS_DIR)
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -79,7 +88,7 @@ real-apiserver: $(STAMP)
 # Tests are spread over TEST_JOBS processes one by one, except that the tests of one
 # `pytest.mark.xdist_group` run in one process (those sharing an expensive fixture:
 # the real kube-apiserver's tests share one server this way).
-test: lint real-apiserver
+test: lint real-apiserver prometheus
 	@rm -f .coverage .coverage.*
 	@rc=0; $(REAL) $(PYTEST) -m 'not slow' -n $(TEST_JOBS) --dist loadgroup \
 		--cov=zombied --cov=kubesim --cov-report=term tests || rc=$$?; \
@@ -116,6 +125,22 @@ image: $(STAMP)
 		echo "Build the image on a machine with Docker: docker build -t $(IMAGE):$(VERSION) ."; \
 		$(PY) -m build --wheel --outdir dist . ; \
 	fi
+
+prometheus: $(PROMTOOL)
+
+# apt-get download needs the package lists: fetch them only when they are missing.
+$(PROMTOOL):
+	@command -v apt-get >/dev/null && command -v dpkg >/dev/null \
+		|| { echo "make prometheus needs apt-get and dpkg (Debian or Ubuntu)" >&2; exit 1; }
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; chmod 755 "$$tmp"; cd "$$tmp"; \
+	apt-get download prometheus >/dev/null 2>&1 \
+		|| { apt-get update -qq && apt-get download prometheus >/dev/null; }; \
+	rm -rf "$(PROMETHEUS_DIR)"; mkdir -p "$(PROMETHEUS_DIR)"; \
+	dpkg -x prometheus_*.deb "$(PROMETHEUS_DIR)"
+	@$(PROMTOOL) --version | head -n1
+
+monitoring-plot: $(STAMP) $(PROMTOOL)
+	$(PY) -m bench.monitoring_plot --out docs/monitoring.png
 
 docs: $(STAMP)
 	$(PY) tests/ship/readme_sections.py --write README.md

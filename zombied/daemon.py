@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, contextmanager
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Self
 
@@ -155,6 +156,16 @@ class Daemon:
     def _before_scrape(self) -> None:
         now = time.monotonic()
         metrics.watch_ages({w.state.label: now - w.state.last_event for w in self.watchers})
+        metrics.watch_timeouts({w.state.label: w.state.watch_timeout for w in self.watchers})
+        zombies = (
+            (entry.verdict.rule, entry.verdict.due)
+            for entry in self.cache.entries()
+            if entry.verdict.zombie
+        )
+        metrics.zombies_overdue(
+            metrics.overdue_by_rule(self.config.rules.names, zombies, datetime.now(UTC))
+        )
+        metrics.rate_limit_waiting(self.reaper.bucket.waiting if self.reaper is not None else 0)
 
     # -- lifetime -----------------------------------------------------------------------
 

@@ -11,7 +11,9 @@ reaped. Nothing here does I/O or keeps state besides the metric objects themselv
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.metrics import MetricWrapperBase
@@ -108,6 +110,30 @@ _events_queued = Gauge(
     "Reaped Events waiting to be written (at most 1,000; the rest are dropped).",
 )
 
+# -- computed at scrape time, for the alerts of manifests/components/monitoring ---------
+
+#: How long past its due time a zombie may wait before it counts as overdue: room for
+#: the rate limit, a Retry-After and a backoff or two, so a healthy storm never counts.
+OVERDUE_MARGIN: Final = 60.0
+
+_zombies_overdue = Gauge(
+    "zombied_zombies_overdue",
+    "Zombies past their rule's min age by more than 60 s and still not deleted, by rule; "
+    "computed at scrape time.",
+    ["rule"],
+)
+_watch_timeout = Gauge(
+    "zombied_watch_timeout_seconds",
+    "Server-side timeout of the scope's current watch request; a watch silent for longer "
+    "has not reconnected when it should have.",
+    ["scope"],
+)
+_delete_rate_limit_waiting = Gauge(
+    "zombied_delete_rate_limit_waiting",
+    "Delete workers waiting for a rate-limit token, computed at scrape time; above zero at "
+    "every scrape means --qps, not the API server, sets the pace.",
+)
+
 _build_info.labels(version=__version__).set(1)
 
 _ALL: tuple[MetricWrapperBase, ...] = (
@@ -127,6 +153,9 @@ _ALL: tuple[MetricWrapperBase, ...] = (
     _delete_rate,
     _events_dropped,
     _events_queued,
+    _zombies_overdue,
+    _watch_timeout,
+    _delete_rate_limit_waiting,
 )
 
 
@@ -220,3 +249,38 @@ def events_dropped(reason: str, count: int = 1) -> None:
 def events_queued_changed(depth: int) -> None:
     """``depth`` Reaped Events wait to be written."""
     _events_queued.set(depth)
+
+
+def overdue_by_rule(
+    rules: Iterable[str],
+    zombies: Iterable[tuple[str | None, datetime | None]],
+    now: datetime,
+    margin: float = OVERDUE_MARGIN,
+) -> dict[str, int]:
+    """Count the zombies, given as ``(rule, due)``, past due by more than ``margin``.
+
+    Every rule in ``rules`` gets a count, zero included, so that an alert on the series
+    sees 0 rather than nothing while all is well.
+    """
+    counts = dict.fromkeys(rules, 0)
+    for rule, due in zombies:
+        if rule is not None and due is not None and (now - due).total_seconds() > margin:
+            counts[rule] = counts.get(rule, 0) + 1
+    return counts
+
+
+def zombies_overdue(counts: Mapping[str, int]) -> None:
+    """Zombies overdue by rule, from `overdue_by_rule` (at scrape time)."""
+    for rule, count in counts.items():
+        _zombies_overdue.labels(rule=rule).set(count)
+
+
+def watch_timeouts(timeouts: Mapping[str, float]) -> None:
+    """The server-side timeout of each scope's current watch (at scrape time)."""
+    for scope, timeout in timeouts.items():
+        _watch_timeout.labels(scope=scope).set(timeout)
+
+
+def rate_limit_waiting(workers: int) -> None:
+    """Delete workers waiting for a rate-limit token right now (at scrape time)."""
+    _delete_rate_limit_waiting.set(workers)

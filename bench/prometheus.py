@@ -1,0 +1,137 @@
+"""A real Prometheus server scraping zombied, for the monitoring test and picture.
+
+This module owns finding Debian's Prometheus 2.42 (unpacked by ``make prometheus`` into
+a cache directory, never installed), writing its configuration and running it on a
+loopback port with a throw-away data directory, plus a small client for its HTTP API
+(instant queries, range queries, rules and alerts). It never talks to anything but
+127.0.0.1 and never starts a system service.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from bench.procs import LOOPBACK, Child, Http, free_port
+
+
+def prometheus_dir() -> Path:
+    """Where ``make prometheus`` unpacks the package (``ZOMBIED_PROMETHEUS_DIR``)."""
+    configured = os.environ.get("ZOMBIED_PROMETHEUS_DIR")
+    if configured:
+        return Path(configured)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "zombied" / "prometheus-2.42"
+
+
+def binary(name: str) -> Path | None:
+    """``prometheus`` or ``promtool`` from the unpacked package, if it is there."""
+    path = prometheus_dir() / "usr" / "bin" / name
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+class PrometheusError(RuntimeError):
+    """The Prometheus API answered an error."""
+
+
+class Prometheus:
+    """``prometheus`` scraping ``targets`` every ``interval`` seconds, with ``rule_files``."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        targets: Sequence[str],
+        *,
+        job: str = "zombied",
+        interval: float = 1.0,
+        rule_files: Sequence[Path] = (),
+    ) -> None:
+        executable = binary("prometheus")
+        if executable is None:
+            raise FileNotFoundError(
+                f"no Prometheus under {prometheus_dir()}: run `make prometheus` first"
+            )
+        self.port = free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        config = {
+            "global": {
+                "scrape_interval": f"{round(interval * 1000)}ms",
+                "evaluation_interval": f"{round(interval * 1000)}ms",
+            },
+            "rule_files": [str(Path(path).resolve()) for path in rule_files],
+            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(targets)}]}],
+        }
+        config_path = workdir / "prometheus.yml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.child = Child(
+            "prometheus",
+            [
+                str(executable),
+                f"--config.file={config_path}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address={LOOPBACK}:{self.port}",
+                "--log.level=warn",
+            ],
+            log_path=workdir / "prometheus.log",
+        )
+        self.http = Http(f"http://{LOOPBACK}:{self.port}", timeout=30.0)
+
+    def __enter__(self) -> Prometheus:
+        # Ready is not enough: the scrape manager applies its targets a few seconds
+        # later, and a scrape missed at the start would miss the first zombies.
+        self.child.start(self._targets_active, timeout=60, what="prometheus")
+        return self
+
+    def _targets_active(self) -> bool:
+        if not self.http.ok("/-/ready"):
+            return False
+        return bool(self.api("targets", state="active")["activeTargets"])
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.child.stop()
+
+    def api(self, path: str, **params: str) -> Any:
+        """``data`` of a GET on ``/api/v1/<path>``; an error answer raises."""
+        query = urllib.parse.urlencode(params)
+        code, body = self.http.request("GET", f"/api/v1/{path}?{query}")
+        answer = json.loads(body) if body else {}
+        if code != 200 or answer.get("status") != "success":
+            raise PrometheusError(f"{path} {params}: HTTP {code}: {body[:500]!r}")
+        return answer["data"]
+
+    def query(self, expr: str, at: float | None = None) -> dict[str, Any]:
+        """An instant query: ``{"resultType": ..., "result": [...]}``."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        result: dict[str, Any] = self.api("query", **params)
+        return result
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> dict[str, Any]:
+        """A range query over ``[start, end]`` every ``step`` seconds."""
+        result: dict[str, Any] = self.api(
+            "query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step=f"{step:g}"
+        )
+        return result
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every loaded rule with its health and last error."""
+        data = self.api("rules")
+        return [rule for group in data["groups"] for rule in group["rules"]]
+
+    def scrapes(self) -> int:
+        """How many scrapes of the job have been stored so far."""
+        result = self.query("sum(count_over_time(up[1h]))")["result"]
+        return int(float(result[0]["value"][1])) if result else 0

@@ -123,14 +123,16 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
         backlog_nodes = names[: scale.backlog_nodes]
         storm_nodes = names[scale.backlog_nodes : scale.backlog_nodes + scale.storm_nodes]
         backlog = _old_zombies(sim, backlog_nodes, datetime.now(UTC) - timedelta(hours=1))
-        # Events refused as with a missing RBAC rule, one DELETE in ten throttled, and
-        # watches cut every few seconds: each alert expression gets something to see.
+        # Events refused as with a missing RBAC rule, the first DELETE refused too, one
+        # in ten throttled, and watches cut every few seconds: each alert expression
+        # gets something to see.
         sim.http.json(
             "POST",
             "/_sim/faults",
             {
                 "specs": [
                     "error:verb=create,resource=events,status=403",
+                    "error:verb=delete,resource=pods,status=403,count=1",
                     "error:verb=delete,resource=pods,status=429,fraction=0.1,retry_after=1",
                     "cut-every:7",
                 ]

@@ -300,6 +300,10 @@ class Http:
         self.timeout = timeout
         self.context = context
         self._local = threading.local()
+        # Every connection made by any thread, so that `close` reaches those of threads
+        # that have ended (a thread pool's) too.
+        self._opened: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
 
     def _connection(self) -> http.client.HTTPConnection:
         # One keep-alive connection per thread: thousands of small requests in a storm.
@@ -314,7 +318,17 @@ class Http:
             else:
                 conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
             self._local.conn = conn
+            with self._lock:
+                self._opened.append(conn)
         return conn
+
+    def close(self) -> None:
+        """Close every keep-alive connection; a later request opens a new one."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()
+        self._local = threading.local()
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
         data = None if body is None else json.dumps(body).encode()

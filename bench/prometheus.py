@@ -101,6 +101,7 @@ class Prometheus:
         tb: TracebackType | None,
     ) -> None:
         self.child.stop()
+        self.http.close()
 
     def api(self, path: str, **params: str) -> Any:
         """``data`` of a GET on ``/api/v1/<path>``; an error answer raises."""

@@ -100,6 +100,7 @@ class SimProcess:
         tb: TracebackType | None,
     ) -> None:
         self.child.stop()
+        self.http.close()
 
     def _kubeconfig_ready(self) -> bool:
         return self.kubeconfig.exists() and self.kubeconfig.stat().st_size > 0
@@ -276,6 +277,7 @@ class ZombiedProcess:
         tb: TracebackType | None,
     ) -> None:
         self.child.stop()
+        self.http.close()
 
     def _ready(self) -> bool:
         return self.http.ok("/readyz") and self.leading()

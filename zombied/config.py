@@ -104,6 +104,7 @@ class Config:
     watch_timeout_min: float
     watch_timeout_max: float
     output: str
+    no_headers: bool
     delete: bool
 
 
@@ -356,6 +357,7 @@ class Option:
     # A flag given without a value means this; None means a value is required.
     const: str | None = None
     short: str | None = None  # a one-letter alias, kubectl's where there is one
+    aliases: tuple[str, ...] = ()  # further long spellings kubectl users type by habit
 
     @property
     def flag(self) -> str:
@@ -406,6 +408,18 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "comma-separated namespaces to watch (one watch each); empty: all namespaces",
         metavar="NS,...",
         default_text="all",
+        short="-n",
+        aliases=("--namespace",),
+    ),
+    Option(
+        "all_namespaces",
+        _boolean,
+        False,
+        "every namespace (the default; kubectl's spelling, not combinable with --namespaces)",
+        _SCAN,
+        metavar="true|false",
+        const="true",
+        short="-A",
     ),
     Option(
         "exclude_namespaces",
@@ -577,12 +591,22 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "output",
-        _choice("table", "json"),
+        _choice("table", "wide", "json", "yaml", "name"),
         "table",
-        "report format",
+        "report format: a table (wide: scan adds phase, termination time and message), JSON "
+        "or YAML, or pod/NAME lines",
         _REPORTING,
-        metavar="table|json",
+        metavar="table|wide|json|yaml|name",
         short="-o",
+    ),
+    Option(
+        "no_headers",
+        _boolean,
+        False,
+        "print the table without its header line",
+        _SCAN,
+        metavar="true|false",
+        const="true",
     ),
     Option(
         "delete",
@@ -661,7 +685,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         if option.const is not None:
             kwargs.update(nargs="?", const=option.const)
         flags = (option.short, option.flag) if option.short else (option.flag,)
-        parser.add_argument(*flags, **kwargs)
+        parser.add_argument(*flags, *option.aliases, **kwargs)
     return parser
 
 
@@ -766,7 +790,9 @@ def _rule_set(
     return RuleSet(tuple(rules), frozenset(values["exclude_owner_kinds"]))
 
 
-_DERIVED: Final = frozenset({"listen", "watch_timeout", "min_age", "exclude_owner_kinds"})
+_DERIVED: Final = frozenset(
+    {"listen", "watch_timeout", "min_age", "exclude_owner_kinds", "all_namespaces"}
+)
 
 
 def _build(command: str, values: Mapping[str, Any]) -> Config:
@@ -776,6 +802,8 @@ def _build(command: str, values: Mapping[str, Any]) -> Config:
 
     namespaces: tuple[str, ...] = get("namespaces")
     excluded: tuple[str, ...] = get("exclude_namespaces")
+    if namespaces and get("all_namespaces"):
+        raise ConfigError("--all-namespaces: cannot be combined with --namespaces (-n)")
     overlap = [name for name in excluded if name in namespaces]
     if overlap:
         raise ConfigError(
@@ -1065,8 +1093,9 @@ def format_reference(options: Iterable[Option] = OPTIONS) -> str:
         elif option.metavar:
             flag += f" {option.metavar}"
         commands = ", ".join(c for c in COMMANDS if c in option.commands)
+        spellings = [f"`{alias}`" for alias in (option.short, *option.aliases) if alias]
         cells = [
-            f"`{flag}`",
+            f"`{flag}`" + (f" ({', '.join(spellings)})" if spellings else ""),
             f"`{option.env}`",
             option.shown_default(),
             commands,

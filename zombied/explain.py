@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import aiohttp
+import yaml
 from kubernetes_asyncio import client
 
 from zombied.config import DryRun, format_duration
@@ -280,6 +281,16 @@ def render_json(explanation: Explanation) -> str:
     return json.dumps(as_json(explanation), indent=2) + "\n"
 
 
+def render_yaml(explanation: Explanation) -> str:
+    """The ``--output json`` document as YAML, as kubectl's ``-o yaml`` mirrors ``-o json``."""
+    return yaml.safe_dump(as_json(explanation), sort_keys=False)
+
+
+def render_name(explanation: Explanation) -> str:
+    """kubectl's ``-o name``: ``pod/NAME``."""
+    return f"pod/{explanation.pod.name}\n"
+
+
 def render_table(explanation: Explanation) -> str:
     """The human report: the pod, the vetoes, rule by rule, then the decision."""
     pod = explanation.pod
@@ -321,7 +332,10 @@ def render_table(explanation: Explanation) -> str:
 #: ``--output`` value -> renderer. Add a format by adding a function here.
 RENDERERS: Final[dict[str, Callable[[Explanation], str]]] = {
     "table": render_table,
+    "wide": render_table,  # the report already shows everything
     "json": render_json,
+    "yaml": render_yaml,
+    "name": render_name,
 }
 
 

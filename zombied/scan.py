@@ -2,14 +2,16 @@
 
 This module owns the one-shot mode: it lists the terminal pods of every scope with the
 daemon's selectors, classifies them with the daemon's rules and prints what is a zombie
-now, as a table or JSON. Pods that match a rule but are not yet past its min age are
-left out of the listing and never deleted (a later scan or the daemon picks them up);
-their count goes to stderr. With ``--delete`` it reaps the listed pods once through
-`Reaper.delete`, the daemon's own delete path (rate limit, uid precondition, dry run,
-outcome handling), so there is one piece of deleting logic. A LIST that fails raises
-`PermissionDenied` (naming the missing RBAC rule) or `ZombiedError`, which the command
-line prints as one line with exit code 1. It must never wait for pods to become due
-and never retry beyond that single pass.
+now, in kubectl's output habits: a table (``wide`` adds columns, ``--no-headers`` drops
+the header, the NAMESPACE column only when more than one namespace can appear), JSON or
+YAML records, or ``pod/NAME`` lines. Pods that match a rule but are not yet past its
+min age are left out of the listing and never deleted (a later scan or the daemon picks
+them up); their count goes to stderr. With ``--delete`` it reaps the listed pods once
+through `Reaper.delete`, the daemon's own delete path (rate limit, uid precondition, dry
+run, outcome handling), so there is one piece of deleting logic. A LIST that fails
+raises `PermissionDenied` (naming the missing RBAC rule) or `ZombiedError`, which the
+command line prints as one line with exit code 1. It must never wait for pods to become
+due and never retry beyond that single pass.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
+import yaml
 from kubernetes_asyncio import client
 
 from zombied.errors import PermissionDenied, ZombiedError
@@ -36,9 +39,13 @@ from zombied.watch import list_terminal_pods, scopes_for
 if TYPE_CHECKING:
     from zombied.config import Config
 
-__all__ = ["COLUMNS", "Zombie", "format_age", "render_table", "scan"]
+__all__ = ["COLUMNS", "WIDE_COLUMNS", "Zombie", "format_age", "render", "render_table", "scan"]
 
 COLUMNS = ("NAMESPACE", "POD", "RULE", "REASON", "NODE", "OWNER", "AGE")
+#: ``-o wide`` adds these after COLUMNS.
+WIDE_COLUMNS = ("PHASE", "TERMINATED", "MESSAGE")
+#: Longest MESSAGE cell of ``-o wide``; the JSON and YAML records carry it whole.
+MESSAGE_CHARS = 80
 
 #: Exit status when at least one delete failed.
 EXIT_DELETE_FAILED = 1
@@ -91,27 +98,69 @@ def format_age(seconds: float | None) -> str:
     return f"{int(seconds)}s"
 
 
-def render_table(zombies: Sequence[Zombie], now: datetime) -> str:
+def render_table(
+    zombies: Sequence[Zombie],
+    now: datetime,
+    *,
+    wide: bool = False,
+    headers: bool = True,
+    namespace_column: bool = True,
+) -> str:
     """The plain-text table, columns aligned like kubectl's."""
-    rows = [COLUMNS]
+    header = COLUMNS + WIDE_COLUMNS if wide else COLUMNS
+    rows: list[tuple[str, ...]] = [header] if headers else []
     for zombie in zombies:
         pod = zombie.pod
-        rows.append(
-            (
-                pod.namespace,
-                pod.name,
-                zombie.rule,
-                pod.reason or "<none>",
-                pod.node or "<none>",
-                pod.owner or "<none>",
-                format_age(zombie.age(now)),
-            )
+        row: tuple[str, ...] = (
+            pod.namespace,
+            pod.name,
+            zombie.rule,
+            pod.reason or "<none>",
+            pod.node or "<none>",
+            pod.owner or "<none>",
+            format_age(zombie.age(now)),
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+        if wide:
+            message = " ".join((pod.message or "<none>").split())
+            if len(message) > MESSAGE_CHARS:
+                message = message[: MESSAGE_CHARS - 1] + "…"
+            terminated = (
+                pod.terminated_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+                if pod.terminated_at
+                else "<unknown>"
+            )
+            row += (pod.phase or "<none>", terminated, message)
+        rows.append(row)
+    first = 0 if namespace_column else 1
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))] if rows else []
     lines = [
-        "   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+        "   ".join(row[i].ljust(widths[i]) for i in range(first, len(row))).rstrip() for row in rows
     ]
-    return "\n".join(lines) + "\n"
+    return "".join(line + "\n" for line in lines)
+
+
+def render(zombies: Sequence[Zombie], now: datetime, config: Config) -> str:
+    """The report in ``config.output``'s format; empty output is the format's empty form."""
+    records = [zombie.as_json(now) for zombie in zombies]
+    renderers: dict[str, Callable[[], str]] = {
+        "json": lambda: json.dumps(records, indent=2) + "\n",
+        "yaml": lambda: yaml.safe_dump(records, sort_keys=False) if records else "[]\n",
+        # kubectl's -o name: pod/NAME, without the namespace, so that the lines feed
+        # `xargs kubectl delete -n NAMESPACE`.
+        "name": lambda: "".join(f"pod/{zombie.pod.name}\n" for zombie in zombies),
+    }
+    if config.output in renderers:
+        return renderers[config.output]()
+    if not zombies:
+        return "No zombie pods found.\n"
+    return render_table(
+        zombies,
+        now,
+        wide=config.output == "wide",
+        headers=not config.no_headers,
+        # kubectl shows the NAMESPACE column only when more than one can appear.
+        namespace_column=len(config.namespaces) != 1,
+    )
 
 
 async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -123,13 +172,7 @@ async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = N
         zombies, not_due = await _find(api, config)
         if config.delete and zombies:
             await _reap(api, config, zombies)
-    now = datetime.now(UTC)
-    if config.output == "json":
-        out.write(json.dumps([zombie.as_json(now) for zombie in zombies], indent=2) + "\n")
-    elif zombies:
-        out.write(render_table(zombies, now))
-    else:
-        out.write("No zombie pods found.\n")
+    out.write(render(zombies, datetime.now(UTC), config))
     if not_due:
         err.write(
             f"zombied: {not_due} more pod(s) match a rule but are not yet past its min age; "
@@ -143,7 +186,7 @@ async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = N
             f"deleted {counts['deleted']}, gone {counts['gone']}, conflict {counts['conflict']}, "
             f"dry run {counts['dry_run']}, failed {failed}\n"
         )
-        (err if config.output == "json" else out).write(summary)
+        (out if config.output in ("table", "wide") else err).write(summary)
     out.flush()
     return EXIT_DELETE_FAILED if failed else 0
 

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from bench.prometheus import binary, prometheus_dir
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
-
 from bench.monitoring_plot import RULES, Run, Scale, Target, dashboard_targets, scraped_storm
+
 from tests.monitoring.conftest import require
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(300)]

@@ -398,7 +398,7 @@ class TestFlagErrors:
     @pytest.mark.parametrize(
         ("argv", "message"),
         [
-            (("--output", "yaml"), "--output: must be one of table, json, got 'yaml'"),
+            (("--output", "xml"), "--output: must be one of table, wide, json, yaml, name, got 'xml'"),
             (("--delete=perhaps",), "--delete: must be true or false"),
             (("--listen", ":80"), "--listen: unknown option for 'zombied scan'"),
             (("--leader-elect",), "--leader-elect: unknown option for 'zombied scan'"),
@@ -491,7 +491,7 @@ class TestEnvironment:
         assert run(env={"ZOMBIED_OUTPUT": "json"}).output == "table"
         assert scan(env={"ZOMBIED_LISTEN": ":1"}).listen_port == 8080
         # One Deployment's environment can serve every command: a typo is still a typo.
-        assert error(env={"ZOMBIED_OUTPUT": "yaml"}).startswith("--output (from ZOMBIED_OUTPUT)")
+        assert error(env={"ZOMBIED_OUTPUT": "xml"}).startswith("--output (from ZOMBIED_OUTPUT)")
         assert error(env={"ZOMBIED_LISTEN": "x"}, command="scan").startswith("--listen (from")
 
     def test_empty_value_is_a_value(self) -> None:

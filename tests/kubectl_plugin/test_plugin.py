@@ -1,0 +1,165 @@
+"""``kubectl zombies`` through the real kubectl, against the simulator over TLS.
+
+kubectl finds the ``kubectl-zombies`` console script on PATH (the virtualenv's bin
+directory is put first) and runs it with the arguments after ``zombies``; the plugin
+must then behave as kubectl users expect: the context's namespace by default, ``-n``,
+``-A``, ``--context``, ``--kubeconfig`` or ``$KUBECONFIG``, ``-l``, ``-o`` and
+``--no-headers``, and ``explain`` on one pod.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+import pytest_asyncio
+import yaml
+from zombied.cli import COMMANDS
+
+from kubesim import Simulator
+from tests.daemon.pods import SHUTDOWN_MESSAGE, pod
+
+pytestmark = [pytest.mark.kubectl, pytest.mark.asyncio(loop_scope="module")]
+
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Cluster:
+    sim: Simulator
+    kubeconfig: Path
+
+
+def zombie(name: str, namespace: str, labels: dict[str, str] | None = None) -> dict[str, object]:
+    return pod(
+        name,
+        namespace,
+        phase="Failed",
+        reason="Terminated",
+        message=SHUTDOWN_MESSAGE,
+        labels=labels,
+        finished_ago=3600,
+    )
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not on PATH")
+    if not (BIN / "kubectl-zombies").exists():
+        pytest.fail(f"kubectl-zombies is not installed in {BIN}: run `make venv`")
+    async with Simulator(bookmark_interval=0.2, tls=True) as sim:
+        sim.store.create("pods", zombie("web-1", "default", {"app": "web"}))
+        sim.store.create("pods", zombie("db-0", "default", {"app": "db"}))
+        sim.store.create("pods", zombie("api-2", "team-a"))
+        sim.store.create("pods", pod("running-1", "team-a"))
+        path = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+        # A second context, as kubectl's `config set-context --namespace` makes one.
+        config = yaml.safe_load(path.read_text())
+        (context,) = config["contexts"]
+        team = {"name": "team", "context": {**context["context"], "namespace": "team-a"}}
+        config["contexts"].append(team)
+        path.write_text(yaml.safe_dump(config))
+        yield Cluster(sim, path)
+
+
+async def kubectl(
+    *args: str, kubeconfig: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    environ.pop("KUBECONFIG", None)
+    environ.update(env or {})
+    argv = ["kubectl", "zombies", *args]
+    if kubeconfig is not None:
+        argv.append(f"--kubeconfig={kubeconfig}")
+    result = await anyio.run_process(argv, env=environ, check=False)
+    return result.returncode, result.stdout.decode(), result.stderr.decode()
+
+
+def names(table: str) -> list[str]:
+    return [line.split()[0] for line in table.splitlines()[1:]]
+
+
+async def test_lists_the_current_namespace_like_kubectl_get(cluster: Cluster) -> None:
+    code, out, err = await kubectl(kubeconfig=cluster.kubeconfig)
+    assert code == 0, err
+    header = out.splitlines()[0].split()
+    assert header[:2] == ["POD", "RULE"], "one namespace: no NAMESPACE column"
+    assert names(out) == ["db-0", "web-1"]
+
+
+async def test_all_namespaces_and_one_namespace(cluster: Cluster) -> None:
+    code, out, err = await kubectl("-A", kubeconfig=cluster.kubeconfig)
+    assert code == 0, err
+    assert out.splitlines()[0].split()[0] == "NAMESPACE"
+    rows = [line.split()[:2] for line in out.splitlines()[1:]]
+    assert rows == [["default", "db-0"], ["default", "web-1"], ["team-a", "api-2"]]
+    code, out, _ = await kubectl("-n", "team-a", "-o", "name", kubeconfig=cluster.kubeconfig)
+    assert (code, out) == (0, "pod/api-2\n")
+    code, out, _ = await kubectl(
+        "--namespace=team-a", "--no-headers", kubeconfig=cluster.kubeconfig
+    )
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()] == ["api-2"]
+
+
+async def test_context_and_kubeconfig_from_the_environment(cluster: Cluster) -> None:
+    env = {"KUBECONFIG": str(cluster.kubeconfig)}
+    code, out, err = await kubectl("--context", "team", "-o", "json", env=env)
+    assert code == 0, err
+    assert [record["pod"] for record in json.loads(out)] == ["api-2"]
+
+
+async def test_label_selector_and_yaml(cluster: Cluster) -> None:
+    code, out, err = await kubectl("-l", "app=db", "-o", "yaml", kubeconfig=cluster.kubeconfig)
+    assert code == 0, err
+    records = yaml.safe_load(out)
+    assert [(r["namespace"], r["pod"], r["rule"]) for r in records] == [
+        ("default", "db-0", "node-shutdown")
+    ]
+
+
+async def test_wide_adds_phase_and_message(cluster: Cluster) -> None:
+    code, out, _ = await kubectl("-n", "team-a", "-o", "wide", kubeconfig=cluster.kubeconfig)
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split()[-3:] == ["PHASE", "TERMINATED", "MESSAGE"]
+    assert "Failed" in row.split()
+    assert row.endswith(SHUTDOWN_MESSAGE)
+
+
+async def test_bad_options_exit_2_with_one_line(cluster: Cluster) -> None:
+    code, out, err = await kubectl("-A", "-n", "x", kubeconfig=cluster.kubeconfig)
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        "zombied: error: --all-namespaces: cannot be combined with --namespaces (-n)"
+    )
+    code, _, err = await kubectl("-o", "xml", kubeconfig=cluster.kubeconfig)
+    assert code == 2
+    assert "--output: must be one of table, wide, json, yaml, name" in err
+    code, out, _ = await kubectl("--help")
+    assert code == 0
+    assert out.startswith("usage: kubectl zombies")
+
+
+@pytest.mark.skipif("explain" not in COMMANDS, reason="zombied has no explain command")
+async def test_explain_a_pod_by_namespace_and_name(cluster: Cluster) -> None:
+    code, out, err = await kubectl(
+        "explain", "team-a/api-2", "-o", "json", kubeconfig=cluster.kubeconfig
+    )
+    assert code == 0, err
+    by_slash = json.loads(out)
+    env = {"KUBECONFIG": str(cluster.kubeconfig)}
+    code, out, err = await kubectl("explain", "api-2", "--context=team", "-o", "json", env=env)
+    assert code == 0, err
+    assert json.loads(out)["pod"] == by_slash["pod"]
+    code, _, err = await kubectl("explain", "missing", kubeconfig=cluster.kubeconfig)
+    assert code == 1
+    assert "default/missing" in err or "missing" in err

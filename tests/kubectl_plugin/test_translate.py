@@ -1,0 +1,80 @@
+"""The plugin's translation of kubectl habits, and scan's output formats, without I/O."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import yaml
+from zombied.config import Config
+from zombied.plugin import context_namespace, parse, translate
+from zombied.pod import PodSnapshot
+from zombied.scan import Zombie, render
+
+NO_KUBECONFIG = {"KUBECONFIG": "/nonexistent/config"}
+
+
+def test_the_context_namespace_follows_kubectls_merge_rules() -> None:
+    first = {"contexts": [{"name": "a", "context": {"namespace": "shop"}}]}
+    second = {
+        "current-context": "a",
+        "contexts": [{"name": "a", "context": {"namespace": "ignored"}}, {"name": "b"}],
+    }
+    assert context_namespace([first, second], None) == "shop"
+    assert context_namespace([first, second], "b") == "default"
+    assert context_namespace([], None) == "default"
+
+
+def test_flags_map_onto_zombied_scan() -> None:
+    def args(*argv: str) -> list[str]:
+        return translate(parse(argv), NO_KUBECONFIG)
+
+    assert args() == ["scan", "--namespaces=default"]
+    assert args("-A", "-o", "wide") == ["scan", "--all-namespaces", "-o", "wide"]
+    assert args("-nshop", "-l", "app=web") == [
+        "scan",
+        "--namespaces=shop",
+        "--label-selector=app=web",
+    ]
+    assert args("--context=c", "--kubeconfig", "/k", "--rules", "failed") == [
+        "scan",
+        "--kubeconfig=/k",
+        "--context=c",
+        "--namespaces=default",
+        "--rules",
+        "failed",
+    ]
+    assert args("explain", "web-0", "-n", "shop") == ["explain", "shop/web-0"]
+    assert args("explain", "shop/web-0", "-o", "json") == ["explain", "shop/web-0", "-o", "json"]
+    assert args("version") == ["version"]
+
+
+def _zombies() -> tuple[list[Zombie], datetime]:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    pod = PodSnapshot(
+        namespace="shop",
+        name="web-0",
+        uid="u1",
+        phase="Failed",
+        reason="Terminated",
+        message="Pod was terminated in response to imminent node shutdown. " * 3,
+        node="node-1",
+        terminated_at=now - timedelta(minutes=5),
+    )
+    return [Zombie(pod, "node-shutdown", pod.terminated_at)], now
+
+
+def test_output_formats() -> None:
+    zombies, now = _zombies()
+    assert render(zombies, now, Config(command="scan", output="name")) == "pod/web-0\n"
+    (record,) = yaml.safe_load(render(zombies, now, Config(command="scan", output="yaml")))
+    assert (record["namespace"], record["pod"], record["age_s"]) == ("shop", "web-0", 300.0)
+    assert render([], now, Config(command="scan", output="yaml")) == "[]\n"
+    assert render([], now, Config(command="scan", output="name")) == ""
+    wide = render(zombies, now, Config(command="scan", output="wide", no_headers=True))
+    (line,) = wide.splitlines()
+    assert line.split()[:2] == ["shop", "web-0"]
+    assert "2025-12-31T23:55:00Z" in line
+    assert line.endswith("…")
+    assert len(line.split("   ")[-1]) == 80
+    one = render(zombies, now, Config(command="scan", namespaces=("shop",)))
+    assert one.splitlines()[0].split()[0] == "POD"

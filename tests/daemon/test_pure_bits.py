@@ -69,6 +69,9 @@ def test_metrics_reference_covers_every_metric_with_help() -> None:
         "zombied_delete_rate",
         "zombied_events_dropped_total",
         "zombied_events_queued",
+        "zombied_zombies_overdue",
+        "zombied_watch_timeout_seconds",
+        "zombied_delete_rate_limit_waiting",
     } == names
     assert all(help_text for _, _, _, help_text in rows)
     labels = {name: label_names for name, _, label_names, _ in rows}

@@ -242,8 +242,8 @@ def draw(run: Run, path: Path) -> Path:
     figure.suptitle(
         "zombied dashboard queries, drawn with matplotlib from a real Prometheus 2.42 scraping "
         f"zombied every 1 s on the simulator (not a Grafana screenshot): {run.backlog} old "
-        f"zombies, then {run.zombies - run.backlog} from a storm; qps limit, 10 % of DELETEs "
-        "answered 429, Events refused (403)",
+        f"zombies, then {run.zombies - run.backlog} from a storm; 10 % of DELETEs answered "
+        "429, the first one and every Event refused (403), watches cut every 7 s",
         fontsize=9,
     )
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pytest
 import yaml
 from zombied.config import Config
-from zombied.plugin import context_namespace, parse, translate
+from zombied.plugin import context_namespace, main, parse, translate
 from zombied.pod import PodSnapshot
 from zombied.scan import Zombie, render
 
@@ -78,3 +81,27 @@ def test_output_formats() -> None:
     assert len(line.split("   ")[-1]) == 80
     one = render(zombies, now, Config(command="scan", namespaces=("shop",)))
     assert one.splitlines()[0].split()[0] == "POD"
+
+
+def test_the_namespace_comes_from_the_kubeconfig_files(tmp_path: Path) -> None:
+    first = tmp_path / "a"
+    first.write_text("current-context: team\n")
+    second = tmp_path / "b"
+    second.write_text(
+        yaml.safe_dump({"contexts": [{"name": "team", "context": {"namespace": "shop"}}]})
+    )
+    broken = tmp_path / "broken"
+    broken.write_text("{not yaml")
+    listed = os.pathsep.join(str(p) for p in (broken, tmp_path / "missing", first, second))
+    assert translate(parse([]), {"KUBECONFIG": listed}) == ["scan", "--namespaces=shop"]
+    flag = ["--kubeconfig", str(second), "--context", "team"]
+    assert translate(parse(flag), {"KUBECONFIG": str(broken)})[-1] == "--namespaces=shop"
+
+
+def test_help_and_a_flag_without_its_value(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: kubectl zombies")
+    assert main(["-n"]) == 2
+    assert capsys.readouterr().err == "kubectl zombies: error: -n: expected a value\n"
+    assert main(["-A", "-n", "x"]) == 2
+    assert "--all-namespaces: cannot be combined" in capsys.readouterr().err

@@ -82,7 +82,7 @@ class Scale:
     backlog_nodes: int = 1
     storm_nodes: int = 3
     qps: int = 5
-    linger: float = 6.0
+    linger: float = 2.0
 
 
 @dataclass(slots=True)
@@ -122,16 +122,17 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
         backlog_nodes = names[: scale.backlog_nodes]
         storm_nodes = names[scale.backlog_nodes : scale.backlog_nodes + scale.storm_nodes]
         backlog = _old_zombies(sim, backlog_nodes, datetime.now(UTC) - timedelta(hours=1))
-        # Events refused as with a missing RBAC rule, the first DELETE refused too, one
-        # in ten throttled, and watches cut every few seconds: each alert expression
-        # gets something to see.
+        # Events refused as with a missing RBAC rule, one DELETE in twenty refused too
+        # (then retried), one in ten throttled, and watches cut every few seconds: each
+        # alert expression gets something to see. A refusal that happened only once,
+        # before the first scrape, would be invisible to increase().
         sim.http.json(
             "POST",
             "/_sim/faults",
             {
                 "specs": [
                     "error:verb=create,resource=events,status=403",
-                    "error:verb=delete,resource=pods,status=403,count=1",
+                    "error:verb=delete,resource=pods,status=403,fraction=0.05",
                     "error:verb=delete,resource=pods,status=429,fraction=0.1,retry_after=1",
                     "cut-every:7",
                 ]
@@ -166,11 +167,11 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
         zombies = backlog + storm
         if not wait_for(lambda: sim.deleted_count() >= zombies, timeout=180):
             raise RuntimeError(f"the storm was not cleared:\n{zombied.child.tail()}")
-        # Let the rate windows run past the last delete, then wait for Prometheus to
-        # have stored a scrape taken after it.
-        time.sleep(scale.linger)
-        done = time.time()
-        wait_for(lambda: _scraped_after(prometheus, done), timeout=30, interval=0.2)
+        # Wait for Prometheus to have stored scrapes ``linger`` seconds past the last
+        # delete, so that the rate windows show the tail of the storm.
+        done = time.time() + scale.linger
+        if not wait_for(lambda: _scraped_after(prometheus, done), timeout=60, interval=0.2):
+            raise RuntimeError(f"Prometheus stopped scraping:\n{prometheus.child.tail()}")
         _, body = zombied.http.request("GET", "/metrics")
         yield Run(
             prometheus=prometheus,
@@ -243,7 +244,7 @@ def draw(run: Run, path: Path) -> Path:
         "zombied dashboard queries, drawn with matplotlib from a real Prometheus 2.42 scraping "
         f"zombied every 1 s on the simulator (not a Grafana screenshot): {run.backlog} old "
         f"zombies, then {run.zombies - run.backlog} from a storm; 10 % of DELETEs answered "
-        "429, the first one and every Event refused (403), watches cut every 7 s",
+        "429, one in 20 and every Event refused (403), watches cut every 7 s",
         fontsize=9,
     )
     path.parent.mkdir(parents=True, exist_ok=True)

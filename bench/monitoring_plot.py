@@ -78,9 +78,9 @@ class Scale:
     """How big a storm to play: the test's is small, the picture's larger."""
 
     nodes: int = 10
-    pods: int = 200
-    backlog_nodes: int = 1
-    storm_nodes: int = 3
+    pods: int = 100
+    backlog_nodes: int = 2
+    storm_nodes: int = 2
     qps: int = 5
     linger: float = 2.0
 
@@ -116,7 +116,26 @@ def _old_zombies(sim: SimProcess, nodes: Sequence[str], failed_at: datetime) -> 
 def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
     """Play the storm with Prometheus scraping zombied; yield while Prometheus still runs."""
     with ExitStack() as stack:
-        sim = stack.enter_context(SimProcess(workdir))
+        sim = SimProcess(workdir)
+        zombied = ZombiedProcess(
+            sim,
+            workdir,
+            name="zombied",
+            extra=[
+                "--leader-elect",
+                "--lease-namespace=default",
+                f"--qps={scale.qps}",
+                f"--burst={scale.qps}",
+                "--watch-timeout=5s",
+            ],
+        )
+        prometheus = Prometheus(
+            workdir / "prometheus", [f"{LOOPBACK}:{zombied.port}"], rule_files=[RULES]
+        )
+        # Prometheus takes seconds to begin scraping: let it start while the cluster is built.
+        prometheus.launch()
+        stack.push(prometheus)  # stopped on the way out; already started
+        stack.enter_context(sim)
         sim.build(nodes=scale.nodes, pods=scale.pods, namespaces=["shop", "batch"])
         names = sim.node_names()
         backlog_nodes = names[: scale.backlog_nodes]
@@ -138,21 +157,7 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
                 ]
             },
         )
-        zombied = ZombiedProcess(
-            sim,
-            workdir,
-            name="zombied",
-            extra=[
-                "--leader-elect",
-                "--lease-namespace=default",
-                f"--qps={scale.qps}",
-                f"--burst={scale.qps}",
-                "--watch-timeout=5s",
-            ],
-        )
-        prometheus = stack.enter_context(
-            Prometheus(workdir / "prometheus", [f"{LOOPBACK}:{zombied.port}"], rule_files=[RULES])
-        )
+        prometheus.wait_scraping()
         start = time.time()
         stack.enter_context(zombied)
         backlog_seen = time.time()

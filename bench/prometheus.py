@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from bench.procs import LOOPBACK, Child, Http, free_port
+from bench.procs import LOOPBACK, Child, Http, free_port, wait_for
 
 
 def prometheus_dir() -> Path:
@@ -84,10 +84,30 @@ class Prometheus:
         self.http = Http(f"http://{LOOPBACK}:{self.port}", timeout=30.0)
 
     def __enter__(self) -> Prometheus:
-        # Ready is not enough: the scrape manager applies its targets a few seconds
-        # later, and a scrape missed at the start would miss the first zombies.
-        self.child.start(self._targets_active, timeout=60, what="prometheus")
+        """Start the server and wait until it scrapes; `launch` + `wait_scraping`."""
+        self.launch()
+        with self.child.stopped_on_error():
+            self.wait_scraping()
         return self
+
+    def launch(self) -> None:
+        """Start the server without waiting: it takes seconds to scrape, use them."""
+        self.child.__enter__()
+
+    def wait_scraping(self, timeout: float = 60.0) -> None:
+        """Wait until the server is ready and its scrape targets are active.
+
+        Ready is not enough: the scrape manager applies its targets a few seconds later,
+        and a scrape missed at the start would miss the first zombies.
+        """
+
+        def active() -> bool:
+            if not self.child.alive():
+                raise RuntimeError(f"prometheus exited:\n{self.child.tail()}")
+            return self._targets_active()
+
+        if not wait_for(active, timeout=timeout, interval=0.1):
+            raise RuntimeError(f"prometheus does not scrape:\n{self.child.tail()}")
 
     def _targets_active(self) -> bool:
         if not self.http.ok("/-/ready"):

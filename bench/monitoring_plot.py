@@ -39,6 +39,7 @@ from kubesim.scenario import shutdown_pod
 MONITORING = REPO / "manifests" / "components" / "monitoring"
 DASHBOARD = MONITORING / "dashboard.json"
 RULES = MONITORING / "zombied-rules.yaml"
+_REFUSE_ONE_DELETE = "error:verb=delete,resource=pods,status=403,count=1"
 #: Grafana's ``$__rate_interval`` is at least four scrape intervals.
 RATE_INTERVAL = "4s"
 
@@ -141,17 +142,17 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
         backlog_nodes = names[: scale.backlog_nodes]
         storm_nodes = names[scale.backlog_nodes : scale.backlog_nodes + scale.storm_nodes]
         backlog = _old_zombies(sim, backlog_nodes, datetime.now(UTC) - timedelta(hours=1))
-        # Events refused as with a missing RBAC rule, one DELETE in twenty refused too
-        # (then retried), one in ten throttled, and watches cut every few seconds: each
-        # alert expression gets something to see. A refusal that happened only once,
-        # before the first scrape, would be invisible to increase().
+        # Events refused as with a missing RBAC rule, one DELETE refused now and one when
+        # the storm starts (a counter series is born at its first increment, which
+        # increase() cannot see: the second one makes it move), one in ten throttled,
+        # and watches cut every few seconds: each alert expression gets something to see.
         sim.http.json(
             "POST",
             "/_sim/faults",
             {
                 "specs": [
                     "error:verb=create,resource=events,status=403",
-                    "error:verb=delete,resource=pods,status=403,fraction=0.05",
+                    _REFUSE_ONE_DELETE,
                     "error:verb=delete,resource=pods,status=429,fraction=0.1,retry_after=1",
                     "cut-every:7",
                 ]
@@ -163,6 +164,7 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
         backlog_seen = time.time()
         if not wait_for(lambda: sim.deleted_count() >= backlog, timeout=120):
             raise RuntimeError(f"the backlog was not cleared:\n{zombied.child.tail()}")
+        sim.http.json("POST", "/_sim/faults", {"spec": _REFUSE_ONE_DELETE})
         storm_at = time.time()
         storm = len(
             sim.shut_down(
@@ -249,7 +251,7 @@ def draw(run: Run, path: Path) -> Path:
         "zombied dashboard queries, drawn with matplotlib from a real Prometheus 2.42 scraping "
         f"zombied every 1 s on the simulator (not a Grafana screenshot): {run.backlog} old "
         f"zombies, then {run.zombies - run.backlog} from a storm; 10 % of DELETEs answered "
-        "429, one in 20 and every Event refused (403), watches cut every 7 s",
+        "429, two and every Event refused (403), watches cut every 7 s",
         fontsize=9,
     )
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from zombied.config import Config
+from zombied.config import Config, load_config
 from zombied.plugin import context_namespace, main, parse, translate
 from zombied.pod import PodSnapshot
 from zombied.scan import Zombie, render
@@ -66,20 +66,24 @@ def _zombies() -> tuple[list[Zombie], datetime]:
     return [Zombie(pod, "node-shutdown", pod.terminated_at)], now
 
 
+def scan_config(*argv: str) -> Config:
+    return load_config("scan", argv, {})
+
+
 def test_output_formats() -> None:
     zombies, now = _zombies()
-    assert render(zombies, now, Config(command="scan", output="name")) == "pod/web-0\n"
-    (record,) = yaml.safe_load(render(zombies, now, Config(command="scan", output="yaml")))
+    assert render(zombies, now, scan_config("-o", "name")) == "pod/web-0\n"
+    (record,) = yaml.safe_load(render(zombies, now, scan_config("-o", "yaml")))
     assert (record["namespace"], record["pod"], record["age_s"]) == ("shop", "web-0", 300.0)
-    assert render([], now, Config(command="scan", output="yaml")) == "[]\n"
-    assert render([], now, Config(command="scan", output="name")) == ""
-    wide = render(zombies, now, Config(command="scan", output="wide", no_headers=True))
+    assert render([], now, scan_config("-o", "yaml")) == "[]\n"
+    assert render([], now, scan_config("-o", "name")) == ""
+    wide = render(zombies, now, scan_config("-o", "wide", "--no-headers"))
     (line,) = wide.splitlines()
     assert line.split()[:2] == ["shop", "web-0"]
     assert "2025-12-31T23:55:00Z" in line
     assert line.endswith("…")
     assert len(line.split("   ")[-1]) == 80
-    one = render(zombies, now, Config(command="scan", namespaces=("shop",)))
+    one = render(zombies, now, scan_config("-n", "shop"))
     assert one.splitlines()[0].split()[0] == "POD"
 
 

@@ -398,7 +398,10 @@ class TestFlagErrors:
     @pytest.mark.parametrize(
         ("argv", "message"),
         [
-            (("--output", "xml"), "--output: must be one of table, wide, json, yaml, name, got 'xml'"),
+            (
+                ("--output", "xml"),
+                "--output: must be one of table, wide, json, yaml, name, got 'xml'",
+            ),
             (("--delete=perhaps",), "--delete: must be true or false"),
             (("--listen", ":80"), "--listen: unknown option for 'zombied scan'"),
             (("--leader-elect",), "--leader-elect: unknown option for 'zombied scan'"),
@@ -617,7 +620,7 @@ delete: true
         path = write(tmp_path, "output: json\nlisten: ':1'\n")
         assert run("--config", path).output == "table"
         assert scan("--config", path).listen_port == 8080
-        path = write(tmp_path, "output: yaml\n")
+        path = write(tmp_path, "output: xml\n")
         assert "line 1: output: must be one of" in error("--config", path)
 
     @pytest.mark.parametrize(

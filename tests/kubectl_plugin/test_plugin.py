@@ -160,6 +160,16 @@ async def test_explain_a_pod_by_namespace_and_name(cluster: Cluster) -> None:
     code, out, err = await kubectl("explain", "api-2", "--context=team", "-o", "json", env=env)
     assert code == 0, err
     assert json.loads(out)["pod"] == by_slash["pod"]
+    code, out, err = await kubectl(
+        "explain", "api-2", "-n", "team-a", "-o", "yaml", kubeconfig=cluster.kubeconfig
+    )
+    assert code == 0, err
+    as_yaml = yaml.safe_load(out)
+    assert as_yaml.pop("now")
+    assert by_slash.pop("now")
+    assert as_yaml == by_slash
+    code, out, _ = await kubectl("explain", "team-a/api-2", "-oname", kubeconfig=cluster.kubeconfig)
+    assert (code, out) == (0, "pod/api-2\n")
     code, _, err = await kubectl("explain", "missing", kubeconfig=cluster.kubeconfig)
     assert code == 1
     assert "default/missing" in err or "missing" in err

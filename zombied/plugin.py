@@ -36,7 +36,7 @@ __all__ = ["Invocation", "context_namespace", "main", "parse", "translate"]
 USAGE = """\
 usage: kubectl zombies [-n NAMESPACE | -A] [-o table|wide|json|yaml|name] [--no-headers]
                        [--kubeconfig PATH] [--context NAME] [zombied scan options]
-       kubectl zombies explain [NAMESPACE/]POD [-n NAMESPACE] [-o table|json]
+       kubectl zombies explain [NAMESPACE/]POD [-n NAMESPACE] [-o table|json|yaml|name]
 
 List the zombie pods (zombied scan) of the current namespace, of -n NAMESPACE, or of
 every namespace with -A; or explain, rule by rule, whether zombied would delete a pod.
@@ -52,7 +52,8 @@ _VALUED = frozenset(
     spelling
     for option in OPTIONS
     if option.const is None
-    for spelling in (option.flag, *option.aliases)
+    for spelling in (option.flag, option.short, *option.aliases)
+    if spelling
 )
 
 

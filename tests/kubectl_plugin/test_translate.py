@@ -33,6 +33,13 @@ def test_flags_map_onto_zombied_scan() -> None:
 
     assert args() == ["scan", "--namespaces=default"]
     assert args("-A", "-o", "wide") == ["scan", "--all-namespaces", "-o", "wide"]
+    assert args("-o", "json", "--no-headers", "-A") == [
+        "scan",
+        "--all-namespaces",
+        "-o",
+        "json",
+        "--no-headers",
+    ]
     assert args("-nshop", "-l", "app=web") == [
         "scan",
         "--namespaces=shop",

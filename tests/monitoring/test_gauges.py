@@ -1,4 +1,4 @@
-"""The overdue count behind ZombiedZombiesOverdue, and the scrape-time gauges' setter."""
+"""The overdue count behind ZombiedZombiesOverdue, and the gauges set at scrape time."""
 
 from __future__ import annotations
 
@@ -29,12 +29,10 @@ def test_overdue_counts_zombies_past_due_by_more_than_the_margin() -> None:
     }
 
 
-def test_set_scrape_gauges_exposes_every_series() -> None:
-    metrics.set_scrape_gauges(
-        overdue={"node-shutdown": 2, "evicted": 0},
-        watch_timeouts={"_cluster": 321.0},
-        rate_limit_waiting=3,
-    )
+def test_the_scrape_time_gauges_expose_every_series() -> None:
+    metrics.zombies_overdue({"node-shutdown": 2, "evicted": 0})
+    metrics.watch_timeouts({"_cluster": 321.0})
+    metrics.rate_limit_waiting(3)
     sample = REGISTRY.get_sample_value
     assert sample("zombied_zombies_overdue", {"rule": "node-shutdown"}) == 2
     assert sample("zombied_zombies_overdue", {"rule": "evicted"}) == 0

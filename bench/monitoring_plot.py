@@ -154,7 +154,7 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
                     "error:verb=create,resource=events,status=403",
                     _REFUSE_ONE_DELETE,
                     "error:verb=delete,resource=pods,status=429,fraction=0.1,retry_after=1",
-                    "cut-every:7",
+                    "cut-every:3",
                 ]
             },
         )
@@ -251,7 +251,7 @@ def draw(run: Run, path: Path) -> Path:
         "zombied dashboard queries, drawn with matplotlib from a real Prometheus 2.42 scraping "
         f"zombied every 1 s on the simulator (not a Grafana screenshot): {run.backlog} old "
         f"zombies, then {run.zombies - run.backlog} from a storm; 10 % of DELETEs answered "
-        "429, two and every Event refused (403), watches cut every 7 s",
+        "429, two and every Event refused (403), watches cut every 3 s",
         fontsize=9,
     )
     path.parent.mkdir(parents=True, exist_ok=True)

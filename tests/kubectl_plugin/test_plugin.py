@@ -25,7 +25,11 @@ import yaml
 from kubesim import Simulator
 from tests.daemon.pods import SHUTDOWN_MESSAGE, pod
 
-pytestmark = [pytest.mark.kubectl, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [
+    pytest.mark.kubectl,
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.xdist_group("kubectl-plugin"),
+]
 
 BIN = Path(sys.executable).parent
 

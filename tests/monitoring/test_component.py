@@ -22,7 +22,7 @@ import yaml
 
 from tests.ship.manifests import MANIFESTS, Obj, find, one, render
 
-pytestmark = pytest.mark.kubectl
+pytestmark = [pytest.mark.kubectl, pytest.mark.xdist_group("monitoring-component")]
 
 COMPONENT = MANIFESTS / "components" / "monitoring"
 OVERLAY = MANIFESTS / "overlays" / "monitoring"

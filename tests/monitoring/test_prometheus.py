@@ -23,7 +23,12 @@ from bench.monitoring_plot import RULES, Run, Scale, Target, dashboard_targets, 
 
 from tests.monitoring.conftest import require
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(300)]
+# One storm, one Prometheus: every test of the module runs in the process holding them.
+pytestmark = [
+    pytest.mark.subprocess,
+    pytest.mark.timeout(300),
+    pytest.mark.xdist_group("prometheus"),
+]
 
 #: Alerts whose condition this storm makes true at some moment (when, below).
 EXPECTED_TRUE = {"ZombiedDeleteForbidden", "ZombiedEventsForbidden", "ZombiedZombiesOverdue"}

@@ -39,7 +39,11 @@ from kubesim.scenario import shutdown_pod
 MONITORING = REPO / "manifests" / "components" / "monitoring"
 DASHBOARD = MONITORING / "dashboard.json"
 RULES = MONITORING / "zombied-rules.yaml"
-_REFUSE_ONE_DELETE = "error:verb=delete,resource=pods,status=403,count=1"
+#: One DELETE refused (403), then three throttled (429): counted, not random.
+_PUSHBACK = [
+    "error:verb=delete,resource=pods,status=403,count=1",
+    "error:verb=delete,resource=pods,status=429,retry_after=1,count=3",
+]
 #: Grafana's ``$__rate_interval`` is at least four scrape intervals.
 RATE_INTERVAL = "4s"
 
@@ -142,29 +146,20 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
         backlog_nodes = names[: scale.backlog_nodes]
         storm_nodes = names[scale.backlog_nodes : scale.backlog_nodes + scale.storm_nodes]
         backlog = _old_zombies(sim, backlog_nodes, datetime.now(UTC) - timedelta(hours=1))
-        # Events refused as with a missing RBAC rule, one DELETE refused now and one when
-        # the storm starts (a counter series is born at its first increment, which
-        # increase() cannot see: the second one makes it move), one in ten throttled,
-        # and watches cut every few seconds: each alert expression gets something to see.
-        sim.http.json(
-            "POST",
-            "/_sim/faults",
-            {
-                "specs": [
-                    "error:verb=create,resource=events,status=403",
-                    _REFUSE_ONE_DELETE,
-                    "error:verb=delete,resource=pods,status=429,fraction=0.1,retry_after=1",
-                    "cut-every:3",
-                ]
-            },
-        )
         prometheus.wait_scraping()
         start = time.time()
         stack.enter_context(zombied)
         backlog_seen = time.time()
+        # Once zombied is ready (a refused Event or DELETE makes it not ready, by design):
+        # Events refused as with a missing RBAC rule, watches cut every few seconds, and
+        # pushback on DELETEs now and again when the storm starts (a counter series is
+        # born at its first increment, which increase() cannot see: the second round
+        # makes it move). Each alert expression and panel gets something to see.
+        faults = ["error:verb=create,resource=events,status=403", "cut-every:3", *_PUSHBACK]
+        sim.http.json("POST", "/_sim/faults", {"specs": faults})
         if not wait_for(lambda: sim.deleted_count() >= backlog, timeout=120):
             raise RuntimeError(f"the backlog was not cleared:\n{zombied.child.tail()}")
-        sim.http.json("POST", "/_sim/faults", {"spec": _REFUSE_ONE_DELETE})
+        sim.http.json("POST", "/_sim/faults", {"specs": _PUSHBACK})
         storm_at = time.time()
         storm = len(
             sim.shut_down(
@@ -248,11 +243,12 @@ def draw(run: Run, path: Path) -> Path:
         axis.grid(visible=True, alpha=0.3)
         axis.legend(fontsize=7, loc="upper right")
     figure.suptitle(
-        "zombied dashboard queries, drawn with matplotlib from a real Prometheus 2.42 scraping "
-        f"zombied every 1 s on the simulator (not a Grafana screenshot): {run.backlog} old "
-        f"zombies, then {run.zombies - run.backlog} from a storm; 10 % of DELETEs answered "
-        "429, two and every Event refused (403), watches cut every 3 s",
-        fontsize=9,
+        "zombied's dashboard queries drawn with matplotlib from a real Prometheus 2.42 scraping "
+        "zombied every 1 s on the simulator (not a Grafana screenshot)\n"
+        f"{run.backlog} zombies an hour old, then {run.zombies - run.backlog} from a storm; "
+        "twice one DELETE refused (403) and three throttled (429), every Event refused (403), "
+        "watches cut every 3 s",
+        fontsize=10,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=80)

@@ -16,7 +16,7 @@
 #   make image       container image (builds the wheel when no Docker engine is reachable)
 #   make docs        regenerate the generated sections of README.md
 #   make prometheus  unpack Debian's Prometheus 2.42 (server and promtool) for the tests
-#   make monitoring-plot  redraw docs/monitoring.png from a Prometheus scraping a storm
+#   make monitoring-plot  redraw bench/monitoring.png from a Prometheus scraping a storm
 #   make clean       remove build and test artefacts (keeps the virtualenv)
 
 SHELL := /bin/bash
@@ -140,7 +140,7 @@ $(PROMTOOL):
 	@$(PROMTOOL) --version | head -n1
 
 monitoring-plot: $(STAMP) $(PROMTOOL)
-	$(PY) -m bench.monitoring_plot --out docs/monitoring.png
+	$(PY) -m bench.monitoring_plot --out bench/monitoring.png
 
 docs: $(STAMP)
 	$(PY) tests/ship/readme_sections.py --write README.md

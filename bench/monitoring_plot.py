@@ -1,6 +1,6 @@
 """The monitoring picture: the dashboard's main panels, drawn from a real Prometheus.
 
-``python -m bench.monitoring_plot --out docs/monitoring.png`` starts the simulator,
+``python -m bench.monitoring_plot --out bench/monitoring.png`` starts the simulator,
 ``zombied run`` and Debian's Prometheus server (unpacked by ``make prometheus``) scraping
 zombied every second with the alert rules loaded, plays a storm (a backlog of old
 zombies, then several nodes shut down at once, with throttled deletes and refused

@@ -258,7 +258,7 @@ def draw(run: Run, path: Path) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "monitoring.png")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "monitoring.png")
     args = parser.parse_args(argv)
     scale = Scale(nodes=20, pods=600, backlog_nodes=2, storm_nodes=6, qps=8, linger=10.0)
     with tempfile.TemporaryDirectory(prefix="zombied-monitoring-") as tmp:

@@ -230,24 +230,23 @@ def _split(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def _namespaces(text: str) -> tuple[str, ...]:
-    names: list[str] = []
-    for name in _split(text):
-        if not _DNS_LABEL.fullmatch(name):
-            raise ValueError(f"{name!r} is not a valid namespace name")
-        if name not in names:
-            names.append(name)
-    return tuple(names)
+def _names(pattern: re.Pattern[str], what: str) -> Callable[[str], tuple[str, ...]]:
+    """A parser of comma-separated names, each matching ``pattern``, duplicates dropped."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names: list[str] = []
+        for name in _split(text):
+            if not pattern.fullmatch(name):
+                raise ValueError(f"{name!r} is not a valid {what}")
+            if name not in names:
+                names.append(name)
+        return tuple(names)
+
+    return parse
 
 
-def _kinds(text: str) -> tuple[str, ...]:
-    kinds: list[str] = []
-    for kind in _split(text):
-        if not _KIND.fullmatch(kind):
-            raise ValueError(f"{kind!r} is not a valid kind")
-        if kind not in kinds:
-            kinds.append(kind)
-    return tuple(kinds)
+_namespaces = _names(_DNS_LABEL, "namespace name")
+_kinds = _names(_KIND, "kind")
 
 
 def _dns_label(text: str) -> str:

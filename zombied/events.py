@@ -30,7 +30,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any, Final, Self
 
 import aiohttp
@@ -163,24 +162,19 @@ class EventRecorder:
         self._tg.start_soon(self._send_all)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
         tg, self._tg = self._tg, None
         assert tg is not None  # entered
         self._closed = True
         self._ready.set()
-        if exc_type is not None:
+        if exc_info[0] is not None:
             tg.cancel_scope.cancel()
         else:
             # The sender stops by itself once the queue is empty; what the flush timeout
             # leaves unsent is dropped below.
             tg.cancel_scope.deadline = anyio.current_time() + self.flush_timeout
         try:
-            return await tg.__aexit__(exc_type, exc, tb)
+            return await tg.__aexit__(*exc_info)
         finally:
             # An Event cut off in flight counts as dropped: it may not have been written.
             left = len(self._queue) + self._sending

@@ -29,7 +29,7 @@ from kubernetes_asyncio import client
 
 from zombied.config import DryRun, format_duration
 from zombied.errors import PermissionDenied, ZombiedError
-from zombied.kube import api_status, open_api_client, raise_for_status, rbac_rule
+from zombied.kube import API_FAILURES, open_api_client, rbac_rule, read_body, status_of
 from zombied.pod import KEEP_ANNOTATION, PodParseError, PodSnapshot, parse_pod
 from zombied.rules import Verdict, classify, mismatch
 from zombied.selector import LabelSelector
@@ -354,13 +354,9 @@ async def read_pod(api: client.ApiClient, namespace: str, name: str) -> dict[str
             _preload_content=False,
             _request_timeout=aiohttp.ClientTimeout(total=_GET_TIMEOUT),
         )
-        async with response:
-            await raise_for_status(response)
-            body = await response.read()
-    except Exception as exc:
-        status = api_status(exc)
-        if status is None:
-            raise
+        body = await read_body(response)
+    except API_FAILURES as exc:
+        status = status_of(exc)
         detail = status.message or status.reason or "no answer"
         if status.code == 404:
             raise ZombiedError(

@@ -10,7 +10,6 @@ touch the API server.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Final, Self
 
 import anyio
@@ -122,12 +121,7 @@ class HttpServer:
         log.info("http.listening", host=self.host, port=self.port)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
             with anyio.CancelScope(shield=True):

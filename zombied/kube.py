@@ -232,6 +232,13 @@ async def raise_for_status(response: aiohttp.ClientResponse) -> None:
     raise api_exception(response, body)
 
 
+async def read_body(response: aiohttp.ClientResponse) -> bytes:
+    """The whole body of a raw answer, released afterwards; non-2xx raised as ApiException."""
+    async with response:
+        await raise_for_status(response)
+        return await response.read()
+
+
 def api_exception(response: aiohttp.ClientResponse, body: bytes) -> ApiException:
     """The ApiException for a raw answer whose body was already read."""
     exc = ApiException(status=response.status, reason=response.reason)

@@ -37,6 +37,7 @@ from zombied.kube import (
     api_status,
     raise_for_status,
     rbac_rule,
+    read_body,
     status_from_object,
     status_of,
 )
@@ -501,9 +502,7 @@ async def list_terminal_pods(
             _request_timeout=aiohttp.ClientTimeout(total=_LIST_TIMEOUT),
             **args,
         )
-        async with response:
-            await raise_for_status(response)
-            body = await response.read()
+        body = await read_body(response)
         try:
             page = orjson.loads(body)  # as fast as the watch's decoding
             items = page.get("items") or []

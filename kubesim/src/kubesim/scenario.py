@@ -975,22 +975,8 @@ class Cluster:
             updated = self.store.update(
                 "pods", shutdown_pod(pod, version=version, variant=variant, now=now)
             )
-            ref = _ref(updated)
-            result.zombies.append(ref)
-            owner = owner_of(updated)
-            if owner is None or owner.kind == "DaemonSet":
-                result.not_replaced.append(ref)
-            elif owner.kind == "StatefulSet":
-                result.awaiting_replacement.append(ref)
-                self._awaiting[(ref.namespace, ref.name)] = updated
-            elif replace:
-                created = self._replace(updated, nodes)
-                if created is not None:
-                    result.replacements.append(created)
-        if not replace:
-            for ref in result.awaiting_replacement:
-                self._awaiting.pop((ref.namespace, ref.name), None)
-        return result
+            self._left_dead(updated, result, nodes, replace=replace)
+        return self._settled(result, replace=replace)
 
     def return_node(
         self,
@@ -1029,18 +1015,28 @@ class Cluster:
             updated = self.store.update(
                 "pods", rejected_pod(pod, version=version, reason=reason, now=now)
             )
-            ref = _ref(updated)
-            result.zombies.append(ref)
-            owner = owner_of(updated)
-            if owner is None or owner.kind == "DaemonSet":
-                result.not_replaced.append(ref)
-            elif owner.kind == "StatefulSet":
-                result.awaiting_replacement.append(ref)
-                self._awaiting[(ref.namespace, ref.name)] = updated
-            elif replace:
-                created = self._replace(updated, nodes)
-                if created is not None:
-                    result.replacements.append(created)
+            self._left_dead(updated, result, nodes, replace=replace)
+        return self._settled(result, replace=replace)
+
+    def _left_dead(
+        self, pod: JSONDict, result: PreemptResult, nodes: Sequence[str], *, replace: bool
+    ) -> None:
+        """Record a pod the kubelet ended, and what its controller does about it."""
+        ref = _ref(pod)
+        result.zombies.append(ref)
+        owner = owner_of(pod)
+        if owner is None or owner.kind == "DaemonSet":
+            result.not_replaced.append(ref)
+        elif owner.kind == "StatefulSet":
+            # A StatefulSet recreates the same name once the old pod is gone.
+            result.awaiting_replacement.append(ref)
+            self._awaiting[(ref.namespace, ref.name)] = pod
+        elif replace:
+            created = self._replace(pod, nodes)
+            if created is not None:
+                result.replacements.append(created)
+
+    def _settled(self, result: PreemptResult, *, replace: bool) -> PreemptResult:
         if not replace:
             for ref in result.awaiting_replacement:
                 self._awaiting.pop((ref.namespace, ref.name), None)

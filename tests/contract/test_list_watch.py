@@ -201,6 +201,9 @@ async def test_label_selectors_filter_lists(core: client.CoreV1Api, namespace: s
         ("!tier", ["b"]),
         ("tier in (web,db)", ["a"]),
         ("tier notin (web)", ["b"]),
+        # "()" is the set of the empty value, not an error.
+        ("tier in ()", []),
+        ("tier notin ()", ["a", "b"]),
         ("app=contract,tier=web", ["a"]),
     ]:
         data = await list_raw(core, namespace, label_selector=selector)

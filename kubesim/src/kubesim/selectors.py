@@ -306,9 +306,8 @@ def parse_label_selector(text: str) -> tuple[LabelReq, ...]:  # noqa: PLR0915 - 
                 _check_value(tok, text)
                 values.append(tok)
                 i += 1
-            if not values and nxt == "in":
-                raise _label_error(text, "for 'in', 'notin' operators, values set can't be empty")
-            reqs.append(LabelReq(key, nxt, tuple(values)))
+            # As labels.Parse does: "()" is the set holding the empty value.
+            reqs.append(LabelReq(key, nxt, tuple(values) or ("",)))
         else:
             raise _label_error(text, f"found '{nxt}', expected: in, notin, =, ==, !=, gt, lt")
         if peek() == ",":

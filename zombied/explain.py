@@ -28,8 +28,8 @@ import yaml
 from kubernetes_asyncio import client
 
 from zombied.config import DryRun, format_duration
-from zombied.errors import PermissionDenied, ZombiedError
-from zombied.kube import API_FAILURES, open_api_client, rbac_rule, read_body, status_of
+from zombied.errors import ZombiedError
+from zombied.kube import API_FAILURES, open_api_client, read_body, request_error, status_of
 from zombied.pod import KEEP_ANNOTATION, PodParseError, PodSnapshot, parse_pod
 from zombied.rules import Verdict, classify, mismatch
 from zombied.selector import LabelSelector
@@ -356,17 +356,13 @@ async def read_pod(api: client.ApiClient, namespace: str, name: str) -> dict[str
         )
         body = await read_body(response)
     except API_FAILURES as exc:
-        status = status_of(exc)
-        detail = status.message or status.reason or "no answer"
-        if status.code == 404:
+        if status_of(exc).code == 404:
             raise ZombiedError(
                 f"pod {namespace}/{name} not found (deleted already, or never existed)"
             ) from exc
-        if status.code in (401, 403):
-            rule = rbac_rule("get", "pods", namespace)
-            raise PermissionDenied(f"missing RBAC permission to {rule}: {detail}") from exc
-        code = f"HTTP {status.code}" if status.code else "connection failed"
-        raise ZombiedError(f"cannot read pod {namespace}/{name} ({code}): {detail}") from exc
+        raise request_error(
+            exc, f"read pod {namespace}/{name}", verb="get", resource="pods", namespace=namespace
+        ) from exc
     try:
         obj = json.loads(body)
     except ValueError as exc:

@@ -29,7 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
 from zombied import __version__
-from zombied.errors import KubeconfigError
+from zombied.errors import KubeconfigError, PermissionDenied, ZombiedError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -219,6 +219,22 @@ def rbac_rule(verb: str, resource: str, namespace: str | None, *, group: str = "
     what = f"{resource} in API group {group}" if group else resource
     where = f"in namespace {namespace}" if namespace is not None else "at the cluster scope"
     return f"{verb} {what} {where}"
+
+
+def request_error(
+    exc: BaseException, what: str, *, verb: str, resource: str, namespace: str | None
+) -> ZombiedError:
+    """The one-line error a command reports for a failed request (``what``: "list pods …").
+
+    A 401/403 names the RBAC rule to grant; anything else says what the server answered.
+    """
+    status = status_of(exc)
+    detail = status.message or status.reason or "no answer"
+    if status.code in (401, 403):
+        rule = rbac_rule(verb, resource, namespace)
+        return PermissionDenied(f"missing RBAC permission to {rule}: {detail}")
+    code = f"HTTP {status.code}" if status.code else "connection failed"
+    return ZombiedError(f"cannot {what} ({code}): {detail}")
 
 
 async def raise_for_status(response: aiohttp.ClientResponse) -> None:

@@ -28,9 +28,8 @@ import anyio
 import yaml
 from kubernetes_asyncio import client
 
-from zombied.errors import PermissionDenied, ZombiedError
 from zombied.events import EventRecorder
-from zombied.kube import api_status, open_api_client, pool_size, rbac_rule
+from zombied.kube import API_FAILURES, open_api_client, pool_size, request_error
 from zombied.pod import PodSnapshot
 from zombied.reaper import Outcome, Reaper
 from zombied.rules import classify
@@ -202,8 +201,11 @@ async def _find(api: client.ApiClient, config: Config) -> tuple[list[Zombie], in
             snapshots, _ = await list_terminal_pods(
                 core, scope, label_selector=config.label_selector
             )
-        except Exception as exc:
-            raise _list_failed(exc, scope.namespace) from exc
+        except API_FAILURES as exc:
+            where = f"in namespace {scope.namespace}" if scope.namespace else "in the cluster"
+            raise request_error(
+                exc, f"list pods {where}", verb="list", resource="pods", namespace=scope.namespace
+            ) from exc
         for pod in snapshots:
             if pod.key in seen:
                 continue
@@ -217,20 +219,6 @@ async def _find(api: client.ApiClient, config: Config) -> tuple[list[Zombie], in
             zombies.append(Zombie(pod, verdict.rule, pod.terminated_at))
     zombies.sort(key=lambda zombie: (zombie.pod.namespace, zombie.pod.name))
     return zombies, not_due
-
-
-def _list_failed(exc: Exception, namespace: str | None) -> Exception:
-    """The one-line error for a LIST that failed; unknown exceptions stay themselves."""
-    status = api_status(exc)
-    if status is None:
-        return exc
-    detail = status.message or status.reason or "no answer"
-    if status.code in (401, 403):
-        rule = rbac_rule("list", "pods", namespace)
-        return PermissionDenied(f"missing RBAC permission to {rule}: {detail}")
-    where = f"in namespace {namespace}" if namespace is not None else "in the cluster"
-    code = f"HTTP {status.code}" if status.code else "connection failed"
-    return ZombiedError(f"cannot list pods {where} ({code}): {detail}")
 
 
 async def _reap(api: client.ApiClient, config: Config, zombies: list[Zombie]) -> None:

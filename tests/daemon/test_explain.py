@@ -210,6 +210,14 @@ async def test_forbidden_names_the_rule(
         await run_explain(cfg, io.StringIO())
 
 
+async def test_server_error_is_one_line_failure(sim: Simulator, config: ConfigFactory) -> None:
+    sim.store.create("pods", stored(zombie("web-1")))
+    sim.faults.add_error("get", "pods", status=500)
+    cfg = config(target=("team-a", "web-1"))
+    with pytest.raises(ZombiedError, match=r"^cannot read pod team-a/web-1 \(HTTP 500\): "):
+        await run_explain(cfg, io.StringIO())
+
+
 async def test_cli_exit_codes(
     kubeconfig: Path, sim: Simulator, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,12 +3,13 @@
 This module owns the only code path that deletes pods. `Reaper.delete` is that path,
 shared by the daemon's workers and ``zombied scan --delete`` (whose worker counts cap
 the requests in flight): it waits for a token of the global bucket, checks leadership
-last, sends DELETE with ``preconditions.uid`` (so a StatefulSet pod recreated under the
-same name is never hit) and optionally ``dryRun=All``, then maps the answer through the
-pure `outcome_for`, counts, logs one decision line and hands a ``Reaped`` Event to the
-`EventRecorder` (which writes it later, on its own budget). The bucket's rate adapts: an
-answer that says the server is overloaded (429, 5xx, timeout) cuts it at once, quiet
-time raises it back to ``qps``. The workers run the cache's `PodCache.evaluate` on
+last, sends DELETE with uid and resourceVersion preconditions (so a StatefulSet pod
+recreated under the same name, or a pod changed since it was judged, is never hit) and,
+for a server dry run, ``dryRun: [All]``, every option in the body, then maps the answer
+through the pure `outcome_for`, counts, logs one decision line and hands a ``Reaped``
+Event to the `EventRecorder` (which writes it later, on its own budget). The bucket's
+rate adapts: an answer that says the server is overloaded (429, 5xx, timeout) cuts it at
+once, quiet time raises it back to ``qps``. The workers run the cache's `PodCache.evaluate` on
 the newest snapshot before every delete (the pod may be gone, replaced or no longer a
 zombie since it was queued) and tell the queue whether the key failed or is done; the
 queue owns the retry backoff. It must never delete without a uid precondition, and

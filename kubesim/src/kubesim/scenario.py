@@ -539,17 +539,7 @@ def shutdown_pod(
         )
     if variant == "rejected":
         # Never started: the kubelet reports the containers as lost, not as exited.
-        return _terminal(
-            pod,
-            phase=shut.phase,
-            reason=shut.reason,
-            message=shut.message,
-            exit_code=137,
-            container_reason="ContainerStatusUnknown",
-            container_message="The container could not be located when the pod was terminated",
-            now=now,
-            extra_conditions=extra,
-        )
+        return _lost(pod, shut, now=now, extra_conditions=extra)
     succeeded = variant == "succeeded"
     return _terminal(
         pod,
@@ -570,16 +560,27 @@ def rejected_pod(
 
     The VM was recreated: the old containers are gone, so they are reported lost.
     """
-    rejected = admission_status(version, reason)
+    return _lost(pod, admission_status(version, reason), now=now)
+
+
+def _lost(
+    pod: JSONDict,
+    ended: ShutdownStatus | AdmissionStatus,
+    *,
+    now: datetime,
+    extra_conditions: Sequence[JSONDict] = (),
+) -> JSONDict:
+    """``pod`` terminal with ``ended``'s phase, reason and message, its containers lost."""
     return _terminal(
         pod,
-        phase=rejected.phase,
-        reason=rejected.reason,
-        message=rejected.message,
+        phase=ended.phase,
+        reason=ended.reason,
+        message=ended.message,
         exit_code=137,
         container_reason="ContainerStatusUnknown",
         container_message="The container could not be located when the pod was terminated",
         now=now,
+        extra_conditions=extra_conditions,
     )
 
 

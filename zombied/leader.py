@@ -25,15 +25,15 @@ wall clock for local timing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import random
 import secrets
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any, Final, Literal, Protocol
 
 import anyio
@@ -49,8 +49,9 @@ from zombied.kube import API_FAILURES, TRANSPORT_ERROR, api_exception, rbac_rule
 #: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
 JITTER_FACTOR = 1.2
 
-#: Fraction of the retry period a single request may take, so a hung request never
-#: delays the next attempt.
+#: Fraction of the retry period each request of the release on shutdown may take (the
+#: release as a whole takes twice that): a server that does not answer must not hold
+#: up the exit.
 REQUEST_TIMEOUT_FACTOR = 0.8
 
 #: The four fields that identify a lease record; a change in any of them restarts the
@@ -157,7 +158,9 @@ class Leadership:
         if not self._in_term:
             return False
         try:
-            now = anyio.current_time()
+            # The loop's clock, which anyio.current_time() also reads, without its
+            # backend lookup: this is asked several times for every delete.
+            now = asyncio.get_running_loop().time()
         except RuntimeError:  # read outside the event loop: the flag is all we have
             return True
         return now < self._until
@@ -176,20 +179,12 @@ class Leadership:
                 self._changed = anyio.Event()
             await self._changed.wait()
 
-    @contextmanager
-    def acting(self) -> Iterator[anyio.CancelScope]:
+    def acting(self) -> _Acting:
         """A cancel scope for one action, cancelled the moment the term ends.
 
         Check `leading` first: a request may leave before a cancelled scope is noticed.
         """
-        with anyio.CancelScope() as scope:
-            if not self.leading:
-                scope.cancel()
-            self._acting.add(scope)
-            try:
-                yield scope
-            finally:
-                self._acting.discard(scope)
+        return _Acting(self._acting, cancelled=not self.leading)
 
     # -- the elector's side -------------------------------------------------------------
 
@@ -260,7 +255,11 @@ class LeaseElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
-        self.request_timeout = retry_period * REQUEST_TIMEOUT_FACTOR
+        # As kube-controller-manager's leader-election client: a request may take up to
+        # the renew deadline, and a term's own deadline still ends leading on time. A
+        # shorter bound (it was most of a retry period) lost the lease to a server that
+        # was slow, not gone: in a storm every renewal timed out although each landed.
+        self.request_timeout = renew_deadline
         self.leadership = leadership if leadership is not None else Leadership(False)
         self._log = structlog.get_logger(lease=f"{self.namespace}/{self.name}", identity=identity)
         self._rng = random.Random()
@@ -507,7 +506,8 @@ class LeaseElector:
         if was_leading:
             # Stop acting before the write: the lease is up for grabs the moment it lands.
             self.leadership.end_term()
-        timeout = max(2 * self.request_timeout, 1.0)
+        each = self.retry_period * REQUEST_TIMEOUT_FACTOR
+        timeout = max(2 * each, 1.0)
         with anyio.move_on_after(timeout) as scope:
             async with self._lock:
                 create = self._unanswered is not None and self._unanswered[0] == "create"
@@ -519,14 +519,14 @@ class LeaseElector:
                     try:
                         if create:
                             body = self._new_lease(_released(self._record(None)))
-                            self._lease = await self._request("create", body)
+                            self._lease = await self._request("create", body, limit=each)
                         else:
-                            lease = target or await self._request("get")
+                            lease = target or await self._request("get", limit=each)
                             spec = _spec(lease)
                             if target is None and spec.get("holderIdentity") != self.identity:
                                 return  # not ours (any more): nothing to give back
                             self._lease = await self._request(
-                                "replace", {**lease, "spec": _released(spec)}
+                                "replace", {**lease, "spec": _released(spec)}, limit=each
                             )
                     except ApiException as exc:
                         if self._failed(exc, "release") == 409:
@@ -543,14 +543,18 @@ class LeaseElector:
     # -- HTTP -----------------------------------------------------------------------
 
     async def _request(
-        self, op: Literal["get", "create", "replace"], body: dict[str, Any] | None = None
+        self,
+        op: Literal["get", "create", "replace"],
+        body: dict[str, Any] | None = None,
+        *,
+        limit: float | None = None,
     ) -> dict[str, Any]:
         """One lease request with a short timeout; failures raised as ``ApiException``.
 
         Timeouts and transport failures become ``ApiException(status=0)``.
         """
         try:
-            with anyio.fail_after(self.request_timeout):
+            with anyio.fail_after(self.request_timeout if limit is None else limit):
                 answer = await self.leases.request(op, body)
         except ApiException:
             raise
@@ -608,3 +612,32 @@ def _spec(lease: dict[str, Any] | None) -> dict[str, Any]:
 def _holder(spec: dict[str, Any]) -> str:
     holder = spec.get("holderIdentity")
     return holder if isinstance(holder, str) else ""
+
+
+class _Acting:
+    """`Leadership.acting`: a cancel scope registered with the term while it is open.
+
+    A class, not a generator-based context manager: it wraps every delete of a storm.
+    """
+
+    __slots__ = ("_registry", "_scope")
+
+    def __init__(self, registry: set[anyio.CancelScope], *, cancelled: bool) -> None:
+        self._registry = registry
+        self._scope = anyio.CancelScope()
+        if cancelled:
+            self._scope.cancel()
+
+    def __enter__(self) -> anyio.CancelScope:
+        scope = self._scope.__enter__()
+        self._registry.add(scope)
+        return scope
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        self._registry.discard(self._scope)
+        return bool(self._scope.__exit__(exc_type, exc, traceback))

@@ -179,7 +179,7 @@ def delete_answered(rule: str, outcome: str, code: int, seconds: float | None) -
 
     ``seconds`` is None when no request was sent (client-side dry run).
     """
-    _pods_reaped.labels(rule=rule, outcome=outcome).inc()
+    _pods_reaped.labels(rule, outcome).inc()  # positional: the faster lookup, per reap
     if seconds is not None:
         _delete_duration.observe(seconds)
     if code not in (200, 404, 409):

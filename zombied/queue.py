@@ -18,6 +18,7 @@ import asyncio
 import heapq
 import itertools
 import math
+from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Final, Generic, TypeVar
 
@@ -63,7 +64,7 @@ class WorkQueue(Generic[K]):
         self._seq = itertools.count()
         self._closed = False
         self._drain = False
-        self._changed: asyncio.Event | None = None
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._last_depth = 0
 
     # -- introspection ---------------------------------------------------------------
@@ -167,24 +168,40 @@ class WorkQueue(Generic[K]):
             now = _now()
             key = self._pop_due(now)
             if key is not None:
+                if self._due:
+                    # More may be due now, or soon: the next idle worker looks, and
+                    # arms its timer for the earliest due time if nothing is.
+                    self._wake_one()
                 return key
-            changed = self._event()
-            if self._closed:
+            if self._closed and not any(
+                self._dirty.get(k, math.inf) <= now for k in self._processing
+            ):
                 # Draining: what is not due yet stays for the next instance, but a
                 # due re-add of a key in flight comes back after done().
-                if not any(self._dirty.get(k, math.inf) <= now for k in self._processing):
-                    raise QueueClosed
-                await changed.wait()
-                continue
-            next_due = self._next_due()
-            if next_due is None:
-                await changed.wait()
-                continue
-            try:
-                async with asyncio.timeout_at(next_due):
-                    await changed.wait()
-            except TimeoutError:
-                pass
+                raise QueueClosed
+            await self._wait(None if self._closed else self._next_due())
+
+    async def _wait(self, until: float | None) -> None:
+        """Sleep until woken by a change, or until ``until`` (loop time)."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            if until is None:
+                await waiter
+            else:
+                async with asyncio.timeout_at(until):
+                    await waiter
+        except TimeoutError:
+            pass
+        except asyncio.CancelledError:
+            # A wake-up this worker can no longer act on goes to another one.
+            if waiter.done() and not waiter.cancelled():
+                self._wake_one()
+            raise
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                self._waiters.remove(waiter)
 
     def done(self, key: K) -> None:
         """Release ``key`` after processing; a pending re-add is queued now."""
@@ -196,7 +213,9 @@ class WorkQueue(Generic[K]):
             current = self._due.get(key)
             if current is None or due < current[0]:
                 self._push(key, due)
-        self._notify()
+            self._notify()
+        elif self._closed:
+            self._notify(everyone=True)  # a drain may be waiting for this key alone
 
     def shut_down(self, *, drain: bool = True) -> None:
         """Stop handing out work: with drain, only what is due; else nothing at all.
@@ -208,7 +227,7 @@ class WorkQueue(Generic[K]):
             return
         self._closed = True
         self._drain = drain
-        self._notify()
+        self._notify(everyone=True)
 
     # -- internals -------------------------------------------------------------------
 
@@ -247,18 +266,24 @@ class WorkQueue(Generic[K]):
             self._heap = [(due, seq, key) for key, (due, seq) in self._due.items()]
             heapq.heapify(self._heap)
 
-    def _event(self) -> asyncio.Event:
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        return self._changed
-
-    def _notify(self) -> None:
-        # Every waiter re-checks the state after a change; a fresh event per change
-        # means no waiter can miss one between checking and waiting.
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+    def _notify(self, *, everyone: bool = False) -> None:
+        # One key changed: one idle worker looks at the queue again (it takes the key,
+        # or re-arms its timer for the new earliest due time), as client-go's
+        # ``Cond.Signal``. Waking every worker for each key made a storm's workers
+        # spin through the queue for nothing. Shutdown wakes all of them.
+        if everyone:
+            while self._waiters:
+                self._wake_one()
+        else:
+            self._wake_one()
         self._report_depth()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     def _report_depth(self) -> None:
         depth = self.depth

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
-import aiohttp
+import orjson
 import structlog
 from kubernetes_asyncio import client
 
@@ -38,8 +38,9 @@ from zombied.kube import (
     API_FAILURES,
     TRANSPORT_ERROR,
     ApiStatus,
-    raise_for_status,
+    raise_for_answer,
     rbac_rule,
+    send,
     status_of,
 )
 from zombied.leader import Leadership
@@ -58,7 +59,6 @@ __all__ = [
 log = get_logger(__name__)
 
 _DELETE_TIMEOUT: Final = 10.0
-_POD_PATH: Final = "/api/v1/namespaces/{namespace}/pods/{name}"
 
 
 class Action(StrEnum):
@@ -212,21 +212,14 @@ class Reaper:
         # answers 409 and the watch brings the new state to judge again.
         server_dry_run = self.dry_run is DryRun.SERVER
         try:
-            # The ApiClient's own call_api (same auth, TLS, session, path quoting) and not
-            # the generated delete_namespaced_pod: its per-call checks of two dozen
-            # unused options were a tenth of the delete path's CPU.
-            response = await self._api.call_api(
-                _POD_PATH,
+            answer = await send(
+                self._api,
                 "DELETE",
-                path_params={"namespace": pod.namespace, "name": pod.name},
-                header_params={"Accept": "application/json"},
-                body=delete_options(pod, dry_run=server_dry_run),
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=self.delete_timeout),
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+                body=orjson.dumps(delete_options(pod, dry_run=server_dry_run)),
+                deadline=self.delete_timeout,
             )
-            async with response:
-                await raise_for_status(response)
+            raise_for_answer(answer)
         except API_FAILURES as exc:
             return outcome_for(status_of(exc))
         return DRY_RUN if server_dry_run else DELETED

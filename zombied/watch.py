@@ -77,6 +77,8 @@ _LIST_TIMEOUT: Final = 60.0
 # (or proxy) that fails to.
 _SOCK_READ_MARGIN: Final = 5.0
 _INACTIVITY_MARGIN: Final = 10.0
+# How often the inactivity deadline moves while lines keep arriving.
+_REARM_S: Final = 1.0
 
 
 # -- scopes ---------------------------------------------------------------------------
@@ -357,6 +359,7 @@ class Watcher:
             # the backoff cap after each drop.
             self._backoff.reset()
             inactivity = timeout + self.inactivity_margin
+            armed = time.monotonic()
             with anyio.CancelScope(deadline=anyio.current_time() + inactivity) as guard:
                 lines = _LineSplitter()
                 async for chunk in response.content.iter_any():
@@ -364,7 +367,11 @@ class Watcher:
                     for line in complete:
                         if line.strip():
                             self._handle(line)
-                    if complete:
+                    # Moving the deadline reschedules a timer: at most once a second, not
+                    # per chunk (a storm brings thousands a second). The guard may then
+                    # fire up to a second early, against a margin of several seconds.
+                    if complete and time.monotonic() - armed >= _REARM_S:
+                        armed = time.monotonic()
                         guard.deadline = anyio.current_time() + inactivity
                 rest = lines.rest()
                 if rest.strip():
@@ -389,15 +396,12 @@ class Watcher:
         if event.type == "BOOKMARK":
             return
         if event.type == "DELETED":
-            metadata = event.object.get("metadata")
-            if isinstance(metadata, dict):
-                namespace, name, uid = (metadata.get(k) for k in ("namespace", "name", "uid"))
-                if isinstance(namespace, str) and isinstance(name, str):
-                    self.cache.remove(
-                        f"{namespace}/{name}", uid if isinstance(uid, str) and uid else None
-                    )
-                    return
-            self._log.warning("watch.skipped", why="DELETED event without namespace/name")
+            self._forget(event.object)
+            return
+        if _being_deleted(event.object):
+            # The pod is on its way out (our DELETE or anyone's): nothing to judge, and
+            # no need to parse it. It leaves the cache now rather than at DELETED.
+            self._forget(event.object)
             return
         snapshot = snapshot_in_scope(event.object, self.scope)
         if snapshot is None:
@@ -413,6 +417,18 @@ class Watcher:
                 phase=snapshot.phase[:40],
             )
         self.cache.upsert(snapshot)
+
+    def _forget(self, obj: Mapping[str, Any]) -> None:
+        """Drop the pod ``obj`` names (by namespace, name and uid) from the cache."""
+        metadata = obj.get("metadata")
+        if isinstance(metadata, dict):
+            namespace, name, uid = (metadata.get(k) for k in ("namespace", "name", "uid"))
+            if isinstance(namespace, str) and isinstance(name, str):
+                self.cache.remove(
+                    f"{namespace}/{name}", uid if isinstance(uid, str) and uid else None
+                )
+                return
+        self._log.warning("watch.skipped", why="pod without namespace/name")
 
 
 class _LineSplitter:
@@ -464,6 +480,11 @@ def _call(core: Any, scope: Scope, **kwargs: Any) -> Any:
     if scope.namespace is None:
         return core.list_pod_for_all_namespaces(**kwargs)
     return core.list_namespaced_pod(scope.namespace, **kwargs)
+
+
+def _being_deleted(obj: Mapping[str, Any]) -> bool:
+    metadata = obj.get("metadata")
+    return isinstance(metadata, dict) and metadata.get("deletionTimestamp") is not None
 
 
 def snapshot_in_scope(obj: object, scope: Scope) -> PodSnapshot | None:

@@ -187,6 +187,50 @@ async def test_cancelled_get_loses_nothing() -> None:
     assert await queue.get() == "a"
 
 
+async def test_a_wake_up_for_a_cancelled_worker_goes_to_another() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    first = asyncio.create_task(queue.get())
+    await anyio.sleep(1)
+    second = asyncio.create_task(queue.get())
+    await anyio.sleep(1)
+    queue.add("a")  # wakes the first waiter, which is cancelled before it runs
+    first.cancel()
+    with anyio.fail_after(5):
+        assert await second == "a"
+    assert first.cancelled()
+
+
+async def test_every_due_key_reaches_an_idle_worker() -> None:
+    # Each change wakes one worker: the one that takes a key wakes the next while
+    # more are due, and one re-arms its timer for keys not due yet.
+    queue: WorkQueue[str] = WorkQueue()
+    start = now()
+    got: dict[str, float] = {}
+
+    async def worker() -> None:
+        while True:
+            key = await queue.get()
+            got[key] = now() - start
+            await anyio.sleep(10)
+            queue.done(key)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(worker)
+        await anyio.sleep(1)
+        for key in ("a", "b", "c"):
+            queue.add(key)
+        queue.add("later", 5)
+        await anyio.sleep(30)
+        tg.cancel_scope.cancel()
+    assert got == {
+        "a": pytest.approx(1),
+        "b": pytest.approx(1),
+        "c": pytest.approx(1),
+        "later": pytest.approx(11),
+    }
+
+
 async def test_callbacks_report_depth_and_wait() -> None:
     depths: list[int] = []
     waits: list[float] = []

@@ -106,3 +106,25 @@ async def test_events_split_anywhere_across_chunks_are_read_whole(tmp_path: Path
             assert watcher.resource_version == "13"
             assert len(watches) == 1
     assert not [entry for entry in logs if entry["event"] == "watch.skipped"]
+
+
+async def test_a_pod_being_deleted_leaves_the_cache_at_once(tmp_path: Path) -> None:
+    # A finalizer holds the pod: it lingers with a deletionTimestamp, no DELETED yet.
+    z = zombie("z")
+    deleting = {**z, "metadata": {**z["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    release = anyio.Event()
+
+    async def stream(n: int, response: web.StreamResponse) -> None:
+        if n == 0:
+            await response.write(event("ADDED", z, 8))
+            await release.wait()
+            await response.write(event("MODIFIED", deleting, 9).replace(b"uid-9", b"uid-8"))
+        await hold(response)
+
+    async with watching(stream, tmp_path) as (_, cache, _):
+        await eventually(lambda: "team-a/z" in cache.queue)
+        assert cache.zombies == 1
+        release.set()
+        await eventually(lambda: "team-a/z" not in cache)
+        assert "team-a/z" not in cache.queue
+        assert cache.zombies == 0

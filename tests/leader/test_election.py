@@ -353,3 +353,18 @@ async def test_a_write_landing_after_the_release_is_refused(
         with pytest.raises(ApiException) as refused:
             server.apply(write, late)  # type: ignore[arg-type]
         assert refused.value.status == 409
+
+
+async def test_renewals_slower_than_the_retry_period_keep_the_lease(
+    memory_campaign: Any,
+) -> None:
+    # A busy server answers in more than a retry period, well within the renew
+    # deadline: a lease request may take that long, as kube-controller-manager's may.
+    async with memory_campaign() as c:
+        leader = await c.add("a")
+        await c.wait_leader()
+        leader.leases.latency["replace"] = leader.elector.retry_period * 1.5
+        await c.wait_renewals(3)
+        leadership = leader.elector.leadership
+        assert leadership.leading
+        assert leadership.lost_at is None

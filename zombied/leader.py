@@ -549,9 +549,10 @@ class LeaseElector:
         *,
         limit: float | None = None,
     ) -> dict[str, Any]:
-        """One lease request with a short timeout; failures raised as ``ApiException``.
+        """One lease request within ``limit`` seconds (by default the renew deadline).
 
-        Timeouts and transport failures become ``ApiException(status=0)``.
+        Failures are raised as ``ApiException``; timeouts and transport failures as
+        ``ApiException(status=0)``.
         """
         try:
             with anyio.fail_after(self.request_timeout if limit is None else limit):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import structlog
@@ -17,8 +19,10 @@ pytestmark = pytest.mark.usefixtures("restore_logging")
 def test_json_lines_with_context_and_stdlib_records() -> None:
     out = io.StringIO()
     configure_logging("json", "info", out)
+    before = datetime.now(UTC)
     with structlog.contextvars.bound_contextvars(namespace="team-a", pod="web-0"):
         get_logger("zombied.test").info("pod.reaped", rule="node-shutdown")
+    after = datetime.now(UTC)
     logging.getLogger("aiohttp.server").warning("from the stdlib %s", "logger")
     get_logger("zombied.test").debug("hidden")
     first, second = (json.loads(line) for line in out.getvalue().splitlines())
@@ -27,7 +31,11 @@ def test_json_lines_with_context_and_stdlib_records() -> None:
     assert first["pod"] == "web-0"
     assert first["rule"] == "node-shutdown"
     assert first["level"] == "info"
-    assert "timestamp" in first
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", first["timestamp"])
+    # datetime rounds to the microsecond where the line's stamp truncates: 1 ms of slack.
+    slack = timedelta(milliseconds=1)
+    assert before - slack <= datetime.fromisoformat(first["timestamp"]) <= after + slack
+    assert second["timestamp"] >= first["timestamp"]
     assert second["event"] == "from the stdlib logger"
     assert second["logger"] == "aiohttp.server"
 

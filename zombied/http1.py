@@ -170,7 +170,11 @@ class ConnectionPool:
         ``target`` is the path (already quoted) below the server URL's own path.
         """
         head = [f"{method} {self._base_path}{target} HTTP/1.1", f"Host: {self._authority}"]
-        head.extend(f"{name}: {value}" for name, value in headers.items())
+        for name, value in headers.items():
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+                # As aiohttp: a line break would end the header early (request splitting).
+                raise ValueError(f"line break in the value of HTTP header {name!r}")
+            head.append(f"{name}: {value}")
         head.append(f"Content-Length: {len(body)}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
         async with self._slots, asyncio.timeout(deadline):

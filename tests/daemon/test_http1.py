@@ -250,6 +250,17 @@ async def test_after_close_requests_fail() -> None:
             await delete(pool)
 
 
+async def test_a_header_with_a_line_break_is_refused_before_anything_is_sent() -> None:
+    async with scripted(lambda c, n: OK) as (server, url):
+        pool = ConnectionPool(url, ssl_context=None, size=1)
+        with pytest.raises(ValueError, match="line break"):
+            await pool.request(
+                "DELETE", "/x", {"Authorization": "Bearer t\r\nX-Evil: 1"}, b"", deadline=5.0
+            )
+        await pool.close()
+    assert server.connections == 0
+
+
 def test_only_http_and_https_servers() -> None:
     with pytest.raises(ValueError, match="not an http"):
         ConnectionPool(URL("unix:///run/kube.sock"), ssl_context=None, size=1)

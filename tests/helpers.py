@@ -1,16 +1,19 @@
-"""Waiting on conditions in tests, instead of sleeping.
+"""Waiting on conditions in tests, instead of sleeping, and ending processes.
 
 This module owns :func:`eventually`, the one way tests wait for something another
 task or process makes true. It never sleeps longer than the polling interval and
-never hides a timeout: it fails with a message saying what did not happen.
+never hides a timeout: it fails with a message saying what did not happen. It also
+owns :func:`stop_processes`, how tests end the ``zombied`` processes they started.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+import signal
+from collections.abc import Awaitable, Callable, Iterable
 
 import anyio
+from anyio.abc import Process
 
 Predicate = Callable[[], object] | Callable[[], Awaitable[object]]
 
@@ -45,3 +48,23 @@ async def eventually(
     what = message or getattr(predicate, "__qualname__", repr(predicate))
     detail = f"last error: {last_exc!r}" if last_exc is not None else f"last value: {last!r}"
     raise AssertionError(f"timed out after {timeout} s waiting for {what} ({detail})")
+
+
+async def stop_processes(processes: Iterable[Process], *, grace: float = 10.0) -> None:
+    """SIGTERM each process still running, give each ``grace`` seconds, kill the rest.
+
+    Shielded, as it runs in the ``finally`` of tests that may be cancelled; every
+    process is closed afterwards.
+    """
+    processes = list(processes)
+    with anyio.CancelScope(shield=True):
+        for process in processes:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            with anyio.move_on_after(grace):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await process.aclose()

@@ -370,8 +370,8 @@ class Watcher:
                     # Moving the deadline reschedules a timer: at most once a second, not
                     # per chunk (a storm brings thousands a second). The guard may then
                     # fire up to a second early, against a margin of several seconds.
-                    if complete and time.monotonic() - armed >= _REARM_S:
-                        armed = time.monotonic()
+                    if complete and (now := time.monotonic()) - armed >= _REARM_S:
+                        armed = now
                         guard.deadline = anyio.current_time() + inactivity
                 rest = lines.rest()
                 if rest.strip():

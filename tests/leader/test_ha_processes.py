@@ -28,7 +28,7 @@ from anyio.abc import Process
 from kubesim.rbac import PolicyRule
 from kubesim.status import ApiError
 from tests.daemon.pods import zombie
-from tests.helpers import eventually
+from tests.helpers import eventually, stop_processes
 
 pytestmark = pytest.mark.subprocess
 
@@ -126,17 +126,7 @@ class Replicas:
         return [r for r in self.all if r.running and r is not self.holder()]
 
     async def stop_all(self) -> None:
-        with anyio.CancelScope(shield=True):
-            for replica in self.all:
-                if replica.running:
-                    replica.process.send_signal(signal.SIGTERM)
-            for replica in self.all:
-                with anyio.move_on_after(10):
-                    await replica.process.wait()
-                if replica.running:
-                    replica.process.kill()
-                    await replica.process.wait()
-                await replica.process.aclose()
+        await stop_processes(replica.process for replica in self.all)
 
 
 @asynccontextmanager

@@ -18,7 +18,7 @@ import pytest
 
 from tests.daemon.pods import pod, zombie
 from tests.daemon.test_cli import readyz, zombied_run
-from tests.helpers import eventually
+from tests.helpers import eventually, stop_processes
 from tests.realserver.cluster import RealCluster
 from tests.realserver.fixtures import ON_REAL_SERVER
 from tests.realserver.proxy import WatchGate
@@ -287,17 +287,7 @@ async def test_three_leader_elected_replicas_have_one_deleter_through_a_kill(
         assert {deleters[name][0] for name in batch2} == {second.user}
         assert pod_names(real_cluster, namespace) == set()
     finally:
-        with anyio.CancelScope(shield=True):
-            for replica in replicas:
-                if replica.running:
-                    replica.process.send_signal(signal.SIGTERM)
-            for replica in replicas:
-                with anyio.move_on_after(10):
-                    await replica.process.wait()
-                if replica.running:
-                    replica.process.kill()
-                    await replica.process.wait()
-                await replica.process.aclose()
+        await stop_processes(replica.process for replica in replicas)
 
 
 # -- a same-name replacement ------------------------------------------------------------

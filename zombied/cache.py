@@ -1,12 +1,13 @@
 """The pod cache, and the one step that turns a pod's newest state into queue work.
 
 This module owns `PodCache`, the only place that holds pod snapshots (small and
-immutable: never whole API objects), and `PodCache.evaluate`, the classify → delay →
-enqueue step. The watch runs it on every change and the reaper again right before every
-delete, so the two can never judge a pod differently: a zombie is queued for its due
-time, anything else leaves the queue. Due times come from timestamps the kubelet
-wrote, so its clock is the wall clock. It must never talk to the API server, and never
-decide what a verdict means beyond queueing: `rules` judges, the reaper deletes.
+immutable: never whole API objects), each with the verdict `rules` reached on it when it
+was stored, and `PodCache.evaluate`, the verdict → delay → enqueue step. The watch runs
+it on every change and the reaper again right before every delete, so the two can never
+act on different verdicts: a zombie is queued for its due time, anything else leaves the
+queue. Due times come from timestamps the kubelet wrote, so its clock is the wall
+clock. It must never talk to the API server, and never decide what a verdict means
+beyond queueing: `rules` judges, the reaper deletes.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CacheEntry:
     """The newest snapshot of a terminal pod, when it was first seen, and its verdict."""
 
@@ -74,7 +75,7 @@ class PodCache:
         now: Callable[[], datetime] = _utcnow,
         on_zombies: Callable[[int], None] | None = None,
     ) -> None:
-        self.rules = rules
+        self._rules = rules
         self.queue = queue
         self._now = now
         self._on_zombies = on_zombies
@@ -83,6 +84,11 @@ class PodCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def rules(self) -> RuleSet:
+        """The rules every entry was judged by; fixed for the cache's life."""
+        return self._rules
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
@@ -105,10 +111,10 @@ class PodCache:
         now = self._now()
         return sum(is_due(self._entries[key].verdict, now) for key in self._zombies)
 
-    # -- the one judging step -----------------------------------------------------------
+    # -- the one queueing step ---------------------------------------------------------
 
     def evaluate(self, key: str, *, take: bool = False) -> Evaluation | None:
-        """Judge the newest snapshot of ``key`` now and put the queue in step with it.
+        """Put the queue in step with the verdict on the newest snapshot of ``key``.
 
         A zombie is queued for its due time; a pod that is no zombie, or no longer
         cached, leaves the queue (None for the latter). With ``take`` the caller is the
@@ -118,7 +124,6 @@ class PodCache:
         if entry is None:
             self.queue.discard(key)
             return None
-        entry.verdict = classify(entry.snapshot, self.rules, first_seen=entry.first_seen)
         delay = 0.0
         if entry.verdict.zombie:
             self._track(key, zombie=True)
@@ -142,8 +147,10 @@ class PodCache:
         old = self._entries.get(key)
         same_pod = old is not None and old.snapshot.uid == snapshot.uid
         first_seen = old.first_seen if old is not None and same_pod else self._now()
-        # The verdict is filled in by evaluate, right below.
-        self._entries[key] = CacheEntry(snapshot, first_seen, Verdict(zombie=False))
+        # Judged once, here: the snapshot, first_seen and the rules of an entry never
+        # change, so judging it again before its delete would reach the same verdict.
+        verdict = classify(snapshot, self._rules, first_seen=first_seen)
+        self._entries[key] = CacheEntry(snapshot, first_seen, verdict)
         return self.evaluate(key)
 
     def remove(self, key: str, uid: str | None = None) -> None:

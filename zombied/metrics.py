@@ -243,7 +243,7 @@ def delete_rate_changed(rate: float) -> None:
 
 def events_dropped(reason: str, count: int = 1) -> None:
     """``count`` Reaped Events were not written, for ``reason``."""
-    _events_dropped.labels(reason=reason).inc(count)
+    _events_dropped.labels(reason).inc(count)  # positional: once per reap when the queue is full
 
 
 def events_queued_changed(depth: int) -> None:

@@ -151,7 +151,8 @@ class Reaper:
     ) -> None:
         self._api = api
         self.bucket = TokenBucket(qps, burst, adaptive=True)
-        metrics.delete_rate_changed(self.bucket.qps)
+        self._reported_rate = self.bucket.qps
+        metrics.delete_rate_changed(self._reported_rate)
         #: Where ``Reaped`` Events go; None: no Events.
         self.events = events
         self._rng = random.Random()
@@ -198,7 +199,9 @@ class Reaper:
             self.bucket.throttled(sent_at)
             if self.events is not None:
                 self.events.slow_down(sent_at)
-        metrics.delete_rate_changed(self.bucket.rate())
+        if (rate := self.bucket.rate()) != self._reported_rate:
+            self._reported_rate = rate
+            metrics.delete_rate_changed(rate)
         self._record(pod, rule, outcome, time.monotonic() - started, plog)
         if outcome is DELETED and self.events is not None:
             self.events.record(pod, rule)

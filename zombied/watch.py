@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import aiohttp
 import anyio
+import msgspec
 import orjson
 from kubernetes_asyncio import client
 
@@ -158,6 +159,65 @@ def parse_event(line: bytes | str) -> WatchEvent:
     if kind == "BOOKMARK" and rv is None:
         raise EventParseError("BOOKMARK event without a resourceVersion")
     return WatchEvent(kind, obj, rv)
+
+
+class _HeadMetadata(msgspec.Struct):
+    namespace: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    resourceVersion: str | None = None  # noqa: N815 - the API's spelling
+    deletionTimestamp: Any = None  # noqa: N815 - any value but null marks a deletion
+
+
+class _HeadObject(msgspec.Struct):
+    metadata: _HeadMetadata | None = None
+
+
+class _Head(msgspec.Struct):
+    type: str
+    object: _HeadObject | None = None
+
+
+# Decodes only the fields above and skips the rest of the object without building it.
+_HEAD_DECODER: Final = msgspec.json.Decoder(_Head)
+
+
+@dataclass(frozen=True, slots=True)
+class EventHead:
+    """An event that carries nothing to judge: which pod left (or is leaving), at which
+    resourceVersion; a BOOKMARK has no pod (empty namespace and name)."""
+
+    type: str
+    namespace: str
+    name: str
+    uid: str | None
+    resource_version: str | None
+
+
+def peek_event(line: bytes | str) -> EventHead | None:
+    """The head of an event that needs no pod parsed, else None: parse it in full.
+
+    Two of the three events of every reaped pod are such: the MODIFIED that sets its
+    ``deletionTimestamp`` and the DELETED. Reading only their metadata saves building
+    two whole pods. Anything unexpected (not JSON, a field of the wrong type, a missing
+    name) is None too, so `parse_event` decides what to make of it, as it always did.
+    """
+    try:
+        head = _HEAD_DECODER.decode(line)
+    except msgspec.DecodeError:
+        return None
+    meta = head.object.metadata if head.object is not None else None
+    if meta is None:
+        return None
+    rv = meta.resourceVersion or None
+    if head.type == "BOOKMARK":
+        return None if rv is None else EventHead("BOOKMARK", "", "", None, rv)
+    leaving = head.type == "DELETED" or (
+        head.type in ("ADDED", "MODIFIED") and meta.deletionTimestamp is not None
+    )
+    if not leaving or meta.namespace is None or meta.name is None:
+        return None
+    return EventHead(head.type, meta.namespace, meta.name, meta.uid or None, rv)
 
 
 # -- the watch loop -------------------------------------------------------------------
@@ -380,6 +440,16 @@ class Watcher:
                 self._log.warning("watch.inactive", silent_s=round(inactivity, 1))
 
     def _handle(self, line: bytes) -> None:
+        head = peek_event(line)
+        if head is not None:
+            self._saw_event()
+            if head.resource_version is not None:
+                self._resource_version = head.resource_version
+            if head.type != "BOOKMARK":
+                # The pod is gone or on its way out (our DELETE or anyone's): nothing to
+                # judge. It leaves the cache now rather than at DELETED.
+                self.cache.remove(f"{head.namespace}/{head.name}", head.uid)
+            return
         try:
             event = parse_event(line)
         except EventParseError as exc:

@@ -10,6 +10,7 @@ from zombied.watch import (
     EventParseError,
     Scope,
     parse_event,
+    peek_event,
     request_args,
     scopes_for,
 )
@@ -40,6 +41,48 @@ def test_error_event_keeps_status_object() -> None:
     assert event.type == "ERROR"
     assert event.resource_version is None
     assert event.object["code"] == 410
+
+
+def test_a_deleted_event_is_read_from_its_metadata() -> None:
+    meta = {"namespace": "ns", "name": "a", "uid": "u-1", "resourceVersion": "12"}
+    head = peek_event(line("DELETED", {"metadata": meta, "spec": {"nodeName": "n"}}))
+    assert head is not None
+    assert (head.type, head.namespace, head.name, head.uid) == ("DELETED", "ns", "a", "u-1")
+    assert head.resource_version == "12"
+
+
+def test_a_pod_being_deleted_is_read_from_its_metadata() -> None:
+    meta = {"namespace": "ns", "name": "a", "deletionTimestamp": "2026-01-01T00:00:00Z"}
+    head = peek_event(line("MODIFIED", {"metadata": meta, "status": {"phase": "Failed"}}))
+    assert head is not None
+    assert (head.type, head.namespace, head.name, head.uid) == ("MODIFIED", "ns", "a", None)
+
+
+def test_a_bookmark_is_read_from_its_metadata() -> None:
+    head = peek_event(line("BOOKMARK", {"metadata": {"resourceVersion": "9"}}))
+    assert head is not None
+    assert (head.type, head.resource_version) == ("BOOKMARK", "9")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # A pod to judge, and what only the full parser can judge or explain.
+        line("MODIFIED", {"metadata": {"namespace": "ns", "name": "a"}}),
+        line("MODIFIED", {"metadata": {"namespace": "ns", "name": "a", "deletionTimestamp": None}}),
+        line("ERROR", {"kind": "Status", "code": 410, "metadata": {}}),
+        line("BOOKMARK", {"metadata": {}}),
+        line("DELETED", {"metadata": {"name": "a"}}),
+        line("DELETED", {"metadata": {"namespace": "ns", "name": 7}}),
+        line("DELETED", {"metadata": "none"}),
+        line("DELETED", "pod"),
+        line(None, {"metadata": {"namespace": "ns", "name": "a"}}),
+        b"not json",
+        b"[1, 2]",
+    ],
+)
+def test_anything_else_is_left_to_the_full_parser(raw: bytes) -> None:
+    assert peek_event(raw) is None
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
 from zombied.rules import RULE_NAMES, Rule, RuleSet, classify
-from zombied.watch import EventParseError, parse_event
+from zombied.watch import EventParseError, parse_event, peek_event
 
 from tests.reliability.profiles import budget
 
@@ -226,3 +226,22 @@ def test_parse_event_raises_only_event_parse_error(line: bytes) -> None:
     if event.type != "ERROR":
         with contextlib.suppress(PodParseError):
             parse_pod(event.object)
+
+
+@budget(fuzz=True)
+@given(line=lines)
+def test_peek_event_agrees_with_parse_event(line: bytes) -> None:
+    # The watch handles what peek_event reads without ever calling parse_event: the two
+    # must agree on every line peek_event accepts.
+    head = peek_event(line)
+    if head is None:
+        return
+    event = parse_event(line)
+    assert event.type == head.type
+    assert event.resource_version == head.resource_version
+    if head.type == "BOOKMARK":
+        return
+    metadata = event.object["metadata"]
+    assert event.type == "DELETED" or metadata.get("deletionTimestamp") is not None
+    assert (metadata["namespace"], metadata["name"]) == (head.namespace, head.name)
+    assert head.uid == (metadata.get("uid") or None)

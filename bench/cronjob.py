@@ -6,8 +6,9 @@ cluster, then delete them by name, batched into `kubectl delete` command lines t
 a fresh kubectl cache directory because a CronJob's pod starts with an empty one, so
 API discovery is paid on every run, as in a cluster. Runs follow a fixed schedule
 (`first + k * period`); a run that overruns its period skips the missed slots, as
-`concurrencyPolicy: Forbid` does. This module only ever talks to the simulator through
-the kubeconfig it is given.
+`concurrencyPolicy: Forbid` does. A job may be scoped to one namespace (`-n` instead of
+`-A`), so that several schedules can share one API server without deleting each other's
+pods. This module only ever talks to a cluster through the kubeconfig it is given.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -104,6 +105,21 @@ def parse_listing(text: str) -> dict[str, list[str]]:
     return by_namespace
 
 
+def listing_argv(base: Sequence[str], namespace: str | None = None) -> list[str]:
+    """The script's `kubectl get` of the Failed pods: every namespace, or only `namespace`."""
+    scope = ["-A"] if namespace is None else ["-n", namespace]
+    return [
+        *base,
+        "get",
+        "pods",
+        *scope,
+        "--field-selector=status.phase==Failed",
+        "-o",
+        LIST_COLUMNS,
+        "--no-headers",
+    ]
+
+
 def _run(
     argv: Sequence[str], *, capture: bool, deadline: float | None = None
 ) -> tuple[Invocation, str]:
@@ -156,26 +172,17 @@ def run_once(
     kubectl: str = KUBECTL,
     scheduled: float = 0.0,
     deadline_s: float | None = None,
+    namespace: str | None = None,
 ) -> CronRun:
-    """One run of the CronJob script, start to end (or to its deadline)."""
+    """One run of the CronJob script, start to end (or to its deadline).
+
+    It lists the Failed pods of every namespace (`-A`), or of `namespace` only.
+    """
     run = CronRun(scheduled=scheduled, started=time.time())
     deadline = None if deadline_s is None else run.started + deadline_s
     with tempfile.TemporaryDirectory(prefix="kubectl-cache-") as cache:
         base = [kubectl, f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}"]
-        listing, out = _run(
-            [
-                *base,
-                "get",
-                "pods",
-                "-A",
-                "--field-selector=status.phase==Failed",
-                "-o",
-                LIST_COLUMNS,
-                "--no-headers",
-            ],
-            capture=True,
-            deadline=deadline,
-        )
+        listing, out = _run(listing_argv(base, namespace), capture=True, deadline=deadline)
         run.invocations.append(listing)
         by_namespace = parse_listing(out)
         run.listed = sum(len(names) for names in by_namespace.values())
@@ -198,7 +205,11 @@ def run_once(
 
 
 class CronJob:
-    """Runs `run_once` at `first + k * period` in a thread until stopped."""
+    """Runs `run_once` at `first + k * period` in a thread until stopped.
+
+    `stop_after`, when given, is asked after each run with the runs so far: True ends
+    the schedule there, before a next slot can start another run.
+    """
 
     def __init__(
         self,
@@ -208,9 +219,13 @@ class CronJob:
         first: float,
         kubectl: str = KUBECTL,
         deadline_s: float | None = None,
+        namespace: str | None = None,
+        stop_after: Callable[[Sequence[CronRun]], bool] | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
+        self.stop_after = stop_after
         self.deadline_s = deadline_s
+        self.namespace = namespace
         self.period = period
         self.first = first
         self.kubectl = kubectl
@@ -232,11 +247,25 @@ class CronJob:
     ) -> None:
         self.stop()
 
+    def halt(self) -> None:
+        """Start no further run, without waiting for one in progress (see `stop`)."""
+        self._stop.set()
+
     def stop(self) -> None:
         """Stop scheduling; a run in progress finishes (kubectl exits on its own)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=600)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the schedule to end (stopped, or ended by `stop_after`); True if it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def running(self) -> bool:
+        """Whether the schedule may still start a run (started, not stopped or ended)."""
+        return self._thread.is_alive()
 
     def completed_runs(self) -> list[CronRun]:
         with self._lock:
@@ -262,10 +291,13 @@ class CronJob:
                     kubectl=self.kubectl,
                     scheduled=slot,
                     deadline_s=self.deadline_s,
+                    namespace=self.namespace,
                 )
             except OSError as err:
                 self.errors.append(str(err))
                 return
             with self._lock:
                 self.runs.append(run)
+            if self.stop_after is not None and self.stop_after(self.completed_runs()):
+                return
             earliest = slot + self.period

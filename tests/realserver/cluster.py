@@ -1,11 +1,12 @@
 """A real kube-apiserver v1.20.2 with etcd, started for a test session.
 
 This module owns those two processes: free loopback ports, a temporary directory, a
-self-signed serving certificate, the static token file (an admin in ``system:masters``
-and a pool of users without any permission), the service-account key pair, the wait
-for ``/readyz``, kubeconfigs, and a stop that leaves nothing running — also when the
-test process dies (the children get SIGKILL with their parent). It never builds the
-binaries (``tests/realserver/build.sh`` does that) and never talks to any other cluster.
+self-signed serving certificate, the static token file (an admin and any extra admins
+asked for in ``system:masters``, and a pool of users without any permission), the
+service-account key pair, the wait for ``/readyz``, kubeconfigs, and a stop that leaves
+nothing running — also when the test process dies (the children get SIGKILL with their
+parent). It never builds the binaries (``tests/realserver/build.sh`` does that) and
+never talks to any other cluster.
 
 There is no controller-manager, scheduler or kubelet: deleted namespaces stay
 Terminating, nothing is garbage-collected, and a pod bound to a node that is not
@@ -123,10 +124,13 @@ class RealCluster:
 
     ``admin_kubeconfig`` may do anything; :meth:`unprivileged_kubeconfig` hands out a
     user nobody has granted anything to (each user once per session, so tests that
-    bind roles to their user do not see each other's grants).
+    bind roles to their user do not see each other's grants). ``admins`` names more
+    users in ``system:masters`` (``kubeconfig(name)``), so that several clients with
+    every permission are still told apart by the audit log's username.
     """
 
     workdir: Path
+    admins: tuple[str, ...] = ()
     url: str = ""
     ca_pem: bytes = b""
     tokens: dict[str, str] = field(default_factory=dict)
@@ -300,11 +304,15 @@ class RealCluster:
         self.ca_pem = (d / "serving.crt").read_bytes()
 
     def _token_file(self) -> None:
+        masters = {ADMIN, *self.admins}
+        clash = masters & set(UNPRIVILEGED)
+        if clash or len(masters) != 1 + len(self.admins):
+            raise ClusterError(f"admin user names must be new and distinct: {self.admins}")
         rows = []
-        for user in (ADMIN, *UNPRIVILEGED):
+        for user in (ADMIN, *self.admins, *UNPRIVILEGED):
             token = secrets.token_hex(16)
             self.tokens[user] = token
-            groups = ',"system:masters"' if user == ADMIN else ""
+            groups = ',"system:masters"' if user in masters else ""
             rows.append(f"{token},{user},uid-{user}{groups}")
         (self.workdir / "tokens.csv").write_text("\n".join(rows) + "\n")
 
@@ -373,7 +381,7 @@ class RealCluster:
         ``requestObject``, ``requestURI``...). The log is written as requests finish:
         wait for what you expect with ``eventually``.
         """
-        found = []
+        found: list[dict[str, Any]] = []
         path = self.workdir / "audit.log"
         if not path.exists():
             return found

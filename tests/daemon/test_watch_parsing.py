@@ -58,6 +58,14 @@ def test_a_pod_being_deleted_is_read_from_its_metadata() -> None:
     assert (head.type, head.namespace, head.name, head.uid) == ("MODIFIED", "ns", "a", None)
 
 
+def test_an_empty_resource_version_is_none_as_the_full_parser_has_it() -> None:
+    raw = line("DELETED", {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": ""}})
+    head = peek_event(raw)
+    assert head is not None
+    assert head.resource_version is None
+    assert parse_event(raw).resource_version is None
+
+
 def test_a_bookmark_is_read_from_its_metadata() -> None:
     head = peek_event(line("BOOKMARK", {"metadata": {"resourceVersion": "9"}}))
     assert head is not None

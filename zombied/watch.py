@@ -442,13 +442,9 @@ class Watcher:
     def _handle(self, line: bytes) -> None:
         head = peek_event(line)
         if head is not None:
-            self._saw_event()
-            if head.resource_version is not None:
-                self._resource_version = head.resource_version
+            self._accept(head.resource_version)
             if head.type != "BOOKMARK":
-                # The pod is gone or on its way out (our DELETE or anyone's): nothing to
-                # judge. It leaves the cache now rather than at DELETED.
-                self.cache.remove(f"{head.namespace}/{head.name}", head.uid)
+                self._leaving(head.namespace, head.name, head.uid)
             return
         try:
             event = parse_event(line)
@@ -460,17 +456,10 @@ class Watcher:
             if status is not None and status.code == 410:
                 raise _Gone
             raise _StreamError(status or ApiStatus(TRANSPORT_ERROR, "ERROR", "malformed status"))
-        self._saw_event()
-        if event.resource_version is not None:
-            self._resource_version = event.resource_version
+        self._accept(event.resource_version)
         if event.type == "BOOKMARK":
             return
-        if event.type == "DELETED":
-            self._forget(event.object)
-            return
-        if _being_deleted(event.object):
-            # The pod is on its way out (our DELETE or anyone's): nothing to judge, and
-            # no need to parse it. It leaves the cache now rather than at DELETED.
+        if event.type == "DELETED" or _being_deleted(event.object):
             self._forget(event.object)
             return
         snapshot = snapshot_in_scope(event.object, self.scope)
@@ -488,15 +477,24 @@ class Watcher:
             )
         self.cache.upsert(snapshot)
 
+    def _accept(self, resource_version: str | None) -> None:
+        """An event arrived: the stream is alive, and resumes after its version."""
+        self._saw_event()
+        if resource_version is not None:
+            self._resource_version = resource_version
+
+    def _leaving(self, namespace: str, name: str, uid: str | None) -> None:
+        # The pod is gone or on its way out (our DELETE or anyone's): nothing to judge.
+        # It leaves the cache now rather than at DELETED.
+        self.cache.remove(f"{namespace}/{name}", uid)
+
     def _forget(self, obj: Mapping[str, Any]) -> None:
-        """Drop the pod ``obj`` names (by namespace, name and uid) from the cache."""
+        """`_leaving` for the pod a fully parsed event names (namespace, name and uid)."""
         metadata = obj.get("metadata")
         if isinstance(metadata, dict):
             namespace, name, uid = (metadata.get(k) for k in ("namespace", "name", "uid"))
             if isinstance(namespace, str) and isinstance(name, str):
-                self.cache.remove(
-                    f"{namespace}/{name}", uid if isinstance(uid, str) and uid else None
-                )
+                self._leaving(namespace, name, uid if isinstance(uid, str) and uid else None)
                 return
         self._log.warning("watch.skipped", why="pod without namespace/name")
 

@@ -416,16 +416,20 @@ def judge(
             deleted.setdefault(str(ref.get("name")), float(event["_done"]))
     result.requests = dict(sorted(counts.items()))
     result.wrong = sum(1 for name in deleted if name in decoy_names)
-    reaped = {name: at for name, at in deleted.items() if name in written}
+    _score(result, deleted, written)
+    return deleted
+
+
+def _score(result: RealResult, deleted: dict[str, float], written: dict[str, float]) -> None:
+    """Missed zombies, reap latencies and time to clear from when each pod was deleted."""
+    reaped = {name: deleted[name] for name in written if name in deleted}
     result.missed = len(written) - len(reaped)
     result.cleared = result.missed == 0
     if reaped:
-        latencies = [at - written[name] for name, at in reaped.items()]
-        summary = LatencySummary.of(latencies)
+        summary = LatencySummary.of([at - written[name] for name, at in reaped.items()])
         result.latency_p50_s, result.latency_p99_s = summary.p50, summary.p99
         if result.cleared:
             result.clear_after_last_write_s = max(reaped.values()) - max(written.values())
-    return deleted
 
 
 def project_cut_run(
@@ -445,16 +449,9 @@ def project_cut_run(
     projection = project_remaining(
         order, deleted, start=started, fallback_rate=KUBECTL_FALLBACK_QPS
     )
-    times = {**deleted, **projection.times}
     result.projected = sum(1 for name in projection.times if name in written)
     result.wrong += sum(1 for name in projection.times if name in decoy_names)
-    reaped = {name: times[name] for name in written if name in times}
-    result.missed = len(written) - len(reaped)
-    result.cleared = result.missed == 0
-    summary = LatencySummary.of([at - written[name] for name, at in reaped.items()])
-    result.latency_p50_s, result.latency_p99_s = summary.p50, summary.p99
-    if result.cleared:
-        result.clear_after_last_write_s = max(reaped.values()) - max(written.values())
+    _score(result, {**deleted, **projection.times}, written)
     result.note = f"{result.projected:,} deletes projected at {projection.rate:.1f}/s"
 
 

@@ -516,6 +516,8 @@ class LeaseElector:
                 else:
                     target = self._lease if was_leading else None
                 for _ in range(3):
+                    # The request under way: a refusal names the RBAC verb refused.
+                    sent: Literal["get", "create", "update"] = "create" if create else "get"
                     try:
                         if create:
                             body = self._new_lease(_released(self._record(None)))
@@ -525,11 +527,12 @@ class LeaseElector:
                             spec = _spec(lease)
                             if target is None and spec.get("holderIdentity") != self.identity:
                                 return  # not ours (any more): nothing to give back
+                            sent = "update"
                             self._lease = await self._request(
                                 "replace", {**lease, "spec": _released(spec)}, limit=each
                             )
                     except ApiException as exc:
-                        if self._failed(exc, "release") == 409:
+                        if self._failed(exc, "release", sent=sent) == 409:
                             create, target = False, None  # re-read the newer version, retry
                             continue
                         return
@@ -564,17 +567,24 @@ class LeaseElector:
         self._forbidden.pop(_LEASE_VERBS.get(op, op), None)
         return answer
 
-    def _failed(self, exc: ApiException, op: str) -> int:
-        """Log a failed request (each kind once until the next success); return its code."""
+    def _failed(self, exc: ApiException, op: str, *, sent: str | None = None) -> int:
+        """Log a failed request (each kind once until the next success); return its code.
+
+        ``op`` is what the elector was doing, ``sent`` the request that failed when that
+        differs (a release sends a get, a create or an update). A refusal is reported
+        once per RBAC verb, whatever the elector was doing, since the same rule is
+        missing; other failures once per ``op``.
+        """
         status = status_of(exc)
         if status.code == 409:
             self._log.info("leader.conflict", op=op, message=status.message or None)
             return status.code
-        kind = (op, status.code)
+        forbidden = status.code in (401, 403)
+        verb = _LEASE_VERBS.get(sent or op, sent or op)
+        kind = (verb if forbidden else op, status.code)
         level = "debug" if kind in self._logged_errors else "warning"
         self._logged_errors.add(kind)
-        if status.code in (401, 403):
-            verb = _LEASE_VERBS.get(op, op)
+        if forbidden:
             missing = rbac_rule(verb, "leases", self.namespace, group="coordination.k8s.io")
             self._forbidden[verb] = missing
             getattr(self._log, "error" if level == "warning" else "debug")(
@@ -595,8 +605,8 @@ class LeaseElector:
         return status.code
 
 
-#: The RBAC verb behind each lease request (a replace and a release are updates).
-_LEASE_VERBS: Final = {"replace": "update", "release": "update"}
+#: The RBAC verb behind each lease request, where its name differs.
+_LEASE_VERBS: Final = {"replace": "update"}
 
 
 def _released(spec: dict[str, Any]) -> dict[str, Any]:

@@ -85,6 +85,8 @@ class MemoryLeases:
     partitioned: bool = False
     #: (op, status) of every request served; 0 for no answer.
     requests: list[tuple[str, int]] = field(default_factory=list)
+    #: The op of every request sent, answered or not yet.
+    sent: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -95,6 +97,7 @@ class MemoryLeases:
         return self.server.namespace
 
     async def request(self, op: Op, body: dict[str, Any] | None) -> dict[str, Any]:
+        self.sent.append(op)
         if self.partitioned:
             self.requests.append((op, 0))
             raise ConnectionRefusedError("partitioned")

@@ -309,6 +309,33 @@ async def test_release_rereads_a_lease_changed_since_the_last_renewal(
     assert [e["reason"] for e in logs if e["event"] == "leader.released"] == ["shutdown"]
 
 
+async def test_a_refused_create_is_reported_once_when_the_release_repeats_it(
+    memory_campaign: Any,
+) -> None:
+    # A create cut short by shutdown may still land, so the release creates the lease
+    # free in its place; where create is forbidden, the release meets the rule the
+    # campaign already reported, and must name it, not report another.
+    with capture_logs() as logs:
+        async with memory_campaign() as c:
+            cand = await c.add("cand", **LONG)
+            cand.leases.errors["create"] = 403
+            cand.leases.latency["create"] = 0.05
+            await wait_for(lambda: cand.leases.sent.count("create") == 2, 2.0, "a second create")
+            cand.stop()  # while that create is on its way
+            await wait_for(cand.stopped.is_set, 2.0, "the elector to stop")
+    # Creates: one refused, one cut short by the stop, one refused to the release.
+    assert cand.leases.sent.count("create") == 3
+    assert cand.leases.requests.count(("create", 403)) == 2
+    forbidden = [e for e in logs if e["event"] == "leader.forbidden"]
+    assert [(e["op"], e["log_level"]) for e in forbidden] == [
+        ("create", "error"),
+        ("release", "debug"),
+    ]
+    assert {e["missing_rule"] for e in forbidden} == {
+        "create leases in API group coordination.k8s.io in namespace default"
+    }
+
+
 @pytest.mark.parametrize("write", ["create", "replace"])
 async def test_a_write_applied_but_never_answered_is_released_on_shutdown(
     memory_campaign: Any, server: LeaseServer, write: str

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from kubesim import Simulator
 
@@ -27,6 +29,21 @@ def no_implicit_event_loop() -> None:
     instead (what Python 3.14 always does), which looptime takes as "no loop here".
     """
     asyncio.get_event_loop_policy().set_event_loop(None)
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """Put the root logger and structlog back as they were before the test.
+
+    A test that runs the CLI in-process configures logging for the whole process: at
+    level info, every later ``capture_logs`` would miss debug lines.
+    """
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
 
 
 def pytest_report_header() -> str:

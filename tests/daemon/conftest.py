@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from zombied.config import Config, load_config
 from zombied.rules import Rule, RuleSet
 
@@ -41,14 +39,3 @@ def config(kubeconfig: Path) -> ConfigFactory:
         return make_config(kubeconfig, **changes)
 
     return factory
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """Put the root logger and structlog back as they were before the test."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()

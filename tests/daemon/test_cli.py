@@ -26,7 +26,6 @@ PYTHON = sys.executable
 
 
 # These tests configure logging for real; the next test must not inherit it.
-pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 # -- in-process ------------------------------------------------------------------------

@@ -8,12 +8,10 @@ import logging
 import re
 from datetime import UTC, datetime, timedelta
 
-import pytest
 import structlog
 from zombied.log import configure_logging, get_logger, wants_console
 
 # These tests configure logging for real; the next test must not inherit it.
-pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def test_json_lines_with_context_and_stdlib_records() -> None:

@@ -31,6 +31,28 @@ OUTCOMES = ("deleted", "gone", "conflict", "dry_run", "error")
 _DELETE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
 
+
+class _Children:
+    """The children of a labelled counter, each looked up in prometheus_client once.
+
+    Its ``labels`` checks and locks on every call, a per-reap cost that bought nothing:
+    the series written per reap are a handful, and none is ever removed, so a child
+    kept here never goes stale.
+    """
+
+    __slots__ = ("_children", "_metric")
+
+    def __init__(self, metric: Counter) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Counter] = {}
+
+    def __call__(self, *values: str) -> Counter:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
 _pods_reaped = Counter(
     "zombied_pods_reaped",
     "Delete attempts on zombie pods, by the rule that matched and the outcome "
@@ -105,6 +127,8 @@ _events_dropped = Counter(
     "carries), failed (the API answered an error), shutdown (still queued at exit).",
     ["reason"],
 )
+_reaped_series = _Children(_pods_reaped)
+_dropped_series = _Children(_events_dropped)
 _events_queued = Gauge(
     "zombied_events_queued",
     "Reaped Events waiting to be written (at most 1,000; the rest are dropped).",
@@ -179,7 +203,7 @@ def delete_answered(rule: str, outcome: str, code: int, seconds: float | None) -
 
     ``seconds`` is None when no request was sent (client-side dry run).
     """
-    _pods_reaped.labels(rule, outcome).inc()  # positional: the faster lookup, per reap
+    _reaped_series(rule, outcome).inc()
     if seconds is not None:
         _delete_duration.observe(seconds)
     if code not in (200, 404, 409):
@@ -243,7 +267,7 @@ def delete_rate_changed(rate: float) -> None:
 
 def events_dropped(reason: str, count: int = 1) -> None:
     """``count`` Reaped Events were not written, for ``reason``."""
-    _events_dropped.labels(reason).inc(count)  # positional: once per reap when the queue is full
+    _dropped_series(reason).inc(count)  # once per reap while the queue is full
 
 
 def events_queued_changed(depth: int) -> None:

@@ -25,9 +25,6 @@ from tests.helpers import eventually
 PYTHON = sys.executable
 
 
-# These tests configure logging for real; the next test must not inherit it.
-
-
 # -- in-process ------------------------------------------------------------------------
 
 

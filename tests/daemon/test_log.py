@@ -11,8 +11,6 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from zombied.log import configure_logging, get_logger, wants_console
 
-# These tests configure logging for real; the next test must not inherit it.
-
 
 def test_json_lines_with_context_and_stdlib_records() -> None:
     out = io.StringIO()

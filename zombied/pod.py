@@ -32,6 +32,11 @@ _MAX_MESSAGE: Final = 1024
 _UNSAFE_IN_PATH: Final = re.compile(r"[/%?#\\\s]")
 
 
+def pod_key(namespace: str, name: str) -> str:
+    """The work-queue and cache key of a pod: ``namespace/name``."""
+    return f"{namespace}/{name}"
+
+
 class PodParseError(ValueError):
     """The object lacks a field needed to delete it safely; the message says which."""
 
@@ -61,7 +66,7 @@ class PodSnapshot:
     @property
     def key(self) -> str:
         """The work-queue key: ``namespace/name``."""
-        return f"{self.namespace}/{self.name}"
+        return pod_key(self.namespace, self.name)
 
     @property
     def owner(self) -> str:

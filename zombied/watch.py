@@ -43,7 +43,7 @@ from zombied.kube import (
     status_of,
 )
 from zombied.log import get_logger
-from zombied.pod import PodParseError, PodSnapshot, parse_pod
+from zombied.pod import PodParseError, PodSnapshot, parse_pod, pod_key
 
 __all__ = [
     "CLUSTER_SCOPE",
@@ -485,7 +485,7 @@ class Watcher:
     def _leaving(self, namespace: str, name: str, uid: str | None) -> None:
         # The pod is gone or on its way out (our DELETE or anyone's): nothing to judge.
         # It leaves the cache now rather than at DELETED.
-        self.cache.remove(f"{namespace}/{name}", uid)
+        self.cache.remove(pod_key(namespace, name), uid)
 
     def _forget(self, obj: Mapping[str, Any]) -> None:
         """`_leaving` for the pod a fully parsed event names (namespace, name and uid)."""

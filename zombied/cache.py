@@ -1,13 +1,13 @@
 """The pod cache, and the one step that turns a pod's newest state into queue work.
 
 This module owns `PodCache`, the only place that holds pod snapshots (small and
-immutable: never whole API objects), each with the verdict `rules` reached on it when it
-was stored, and `PodCache.evaluate`, the verdict → delay → enqueue step. The watch runs
-it on every change and the reaper again right before every delete, so the two can never
-act on different verdicts: a zombie is queued for its due time, anything else leaves the
-queue. Due times come from timestamps the kubelet wrote, so its clock is the wall
-clock. It must never talk to the API server, and never decide what a verdict means
-beyond queueing: `rules` judges, the reaper deletes.
+immutable: never whole API objects), each with the `Judgement` `rules` reached on it
+when it was stored, and `PodCache.evaluate`, the judgement → delay → enqueue step. The
+watch runs it on every change and the reaper again right before every delete, so the two
+can never act on different judgements: a zombie is queued for its due time, anything
+else leaves the queue. Due times come from timestamps the kubelet wrote, so its clock is
+the wall clock. It must never talk to the API server, and never decide what a judgement
+means beyond queueing: `rules` judges, the reaper deletes.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from zombied.pod import PodSnapshot
 from zombied.queue import WorkQueue
-from zombied.rules import RuleSet, Verdict, classify, is_due
+from zombied.rules import Decision, Judgement, RuleSet, judge
 
 __all__ = ["CacheEntry", "Evaluation", "PodCache"]
 
@@ -29,16 +29,15 @@ def _utcnow() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class CacheEntry:
-    """The newest snapshot of a terminal pod, when it was first seen, and its verdict."""
+    """The judgement on the newest snapshot of a terminal pod, and when it was first seen."""
 
-    snapshot: PodSnapshot
+    judgement: Judgement
     first_seen: datetime
-    verdict: Verdict
 
     @property
-    def since(self) -> datetime:
-        """When the pod became terminal, as far as we know: the age rules count from it."""
-        return self.snapshot.terminated_at or self.first_seen
+    def snapshot(self) -> PodSnapshot:
+        """The newest snapshot of the pod."""
+        return self.judgement.pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +49,14 @@ class Evaluation:
     delay: float
 
     @property
-    def verdict(self) -> Verdict:
-        """The verdict on the newest snapshot."""
-        return self.entry.verdict
+    def judgement(self) -> Judgement:
+        """The judgement on the newest snapshot."""
+        return self.entry.judgement
 
     @property
     def due(self) -> bool:
         """A zombie whose min age has passed."""
-        return self.entry.verdict.zombie and self.delay <= 0
+        return self.entry.judgement.zombie and self.delay <= 0
 
 
 class PodCache:
@@ -95,7 +94,7 @@ class PodCache:
 
     @property
     def zombies(self) -> int:
-        """Entries whose verdict is zombie, due or not."""
+        """Entries judged zombies, due or not."""
         return len(self._zombies)
 
     def get(self, key: str) -> CacheEntry | None:
@@ -109,12 +108,14 @@ class PodCache:
     def due_now(self) -> int:
         """Cached zombies whose min age has passed."""
         now = self._now()
-        return sum(is_due(self._entries[key].verdict, now) for key in self._zombies)
+        return sum(
+            self._entries[key].judgement.decision(now) is Decision.DELETE for key in self._zombies
+        )
 
     # -- the one queueing step ---------------------------------------------------------
 
     def evaluate(self, key: str, *, take: bool = False) -> Evaluation | None:
-        """Put the queue in step with the verdict on the newest snapshot of ``key``.
+        """Put the queue in step with the judgement on the newest snapshot of ``key``.
 
         A zombie is queued for its due time; a pod that is no zombie, or no longer
         cached, leaves the queue (None for the latter). With ``take`` the caller is the
@@ -125,10 +126,10 @@ class PodCache:
             self.queue.discard(key)
             return None
         delay = 0.0
-        if entry.verdict.zombie:
+        due = entry.judgement.due
+        if due is not None:
             self._track(key, zombie=True)
-            due = entry.verdict.due
-            delay = 0.0 if due is None else max(0.0, (due - self._now()).total_seconds())
+            delay = max(0.0, (due - self._now()).total_seconds())
             if delay > 0 or not take:
                 self.queue.add(key, delay)
         else:
@@ -148,9 +149,9 @@ class PodCache:
         same_pod = old is not None and old.snapshot.uid == snapshot.uid
         first_seen = old.first_seen if old is not None and same_pod else self._now()
         # Judged once, here: the snapshot, first_seen and the rules of an entry never
-        # change, so judging it again before its delete would reach the same verdict.
-        verdict = classify(snapshot, self._rules, first_seen=first_seen)
-        self._entries[key] = CacheEntry(snapshot, first_seen, verdict)
+        # change, so judging it again before its delete would reach the same judgement.
+        judgement = judge(snapshot, self._rules, first_seen=first_seen)
+        self._entries[key] = CacheEntry(judgement, first_seen)
         return self.evaluate(key)
 
     def remove(self, key: str, uid: str | None = None) -> None:

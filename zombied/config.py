@@ -39,6 +39,7 @@ from zombied.rules import (
     Pattern,
     Rule,
     RuleSet,
+    Selection,
 )
 from zombied.selector import LabelSelector
 
@@ -786,7 +787,8 @@ def _rule_set(
         if age is None:
             age = OWN_MIN_AGES.get(name, min_age)
         rules.append(Rule(name, age, definition.pattern if definition else None))
-    return RuleSet(tuple(rules), frozenset(values["exclude_owner_kinds"]))
+    scope = Selection(values["namespaces"], values["exclude_namespaces"], values["label_selector"])
+    return RuleSet(tuple(rules), frozenset(values["exclude_owner_kinds"]), scope)
 
 
 _DERIVED: Final = frozenset(

@@ -35,16 +35,14 @@ from zombied import __version__, metrics
 from zombied.cache import PodCache
 from zombied.events import EventRecorder
 from zombied.http import HttpServer, LoopMonitor
-from zombied.kube import open_api_client, own_namespace, pool_size
-from zombied.leader import ApiLeases, Leadership, LeaseElector, default_identity
+from zombied.kube import Kube, open_kube, own_namespace, pool_size
+from zombied.leader import Leadership, LeaseElector, default_identity
 from zombied.log import get_logger
 from zombied.queue import WorkQueue
 from zombied.reaper import Reaper
 from zombied.watch import Watcher, scopes_for
 
 if TYPE_CHECKING:
-    from kubernetes_asyncio import client
-
     from zombied.config import Config
 
 __all__ = ["Daemon", "serve"]
@@ -69,10 +67,13 @@ class Daemon:
             on_depth=metrics.queue_depth_changed, on_wait=metrics.queue_waited
         )
         self.cache = PodCache(config.rules, self.queue, on_zombies=metrics.zombies_known_changed)
-        self.scopes = scopes_for(config.namespaces, config.exclude_namespaces)
-        self.leadership = Leadership(leading=not config.leader_elect)
+        self.scopes = scopes_for(config.rules.scope)
+        self.leadership = Leadership(not config.leader_elect, on_change=metrics.leading)
+        metrics.leading(self.leadership.leading, changed=False)
         self.monitor = LoopMonitor()
         self.watchers: list[Watcher] = []
+        self.kube: Kube | None = None
+        self.events: EventRecorder | None = None
         self.reaper: Reaper | None = None
         self.elector: LeaseElector | None = None
         self.http: HttpServer | None = None
@@ -97,33 +98,15 @@ class Daemon:
         return self.http.port if self.http is not None else 0
 
     def readiness(self) -> tuple[bool, str]:
-        """Ready when every scope is synced, nothing is forbidden and not draining."""
-        reasons: list[str] = []
-        if self.draining:
-            reasons.append("draining")
-        for watcher in self.watchers:
-            state = watcher.state
-            if state.forbidden is not None:
-                reasons.append(
-                    f"scope {state.label}: forbidden, missing RBAC rule: {state.forbidden}"
-                )
-            elif not state.synced:
-                reasons.append(f"scope {state.label}: first list not done")
-        if self.reaper is not None:
-            reasons.extend(
-                f"delete forbidden, missing RBAC rule: {rule}"
-                for rule in sorted(self.reaper.forbidden.values())
-            )
-            if self.reaper.events is not None:
-                reasons.extend(
-                    f"Events forbidden, missing RBAC rule: {rule}"
-                    for rule in sorted(self.reaper.events.forbidden.values())
-                )
-        if self.elector is not None:
-            reasons.extend(
-                f"leader election forbidden, missing RBAC rule: {rule}"
-                for rule in self.elector.forbidden
-            )
+        """Ready when every scope is synced, nothing is refused and not draining."""
+        reasons: list[str] = ["draining"] if self.draining else []
+        if self.kube is not None:
+            reasons.extend(self.kube.permissions.problems())
+        reasons.extend(
+            f"scope {watcher.state.label}: first list not done"
+            for watcher in self.watchers
+            if not watcher.state.synced
+        )
         return (not reasons, "; ".join(reasons) if reasons else "ok")
 
     def ready(self) -> bool:
@@ -158,9 +141,9 @@ class Daemon:
         metrics.watch_ages({w.state.label: now - w.state.last_event for w in self.watchers})
         metrics.watch_timeouts({w.state.label: w.state.watch_timeout for w in self.watchers})
         zombies = (
-            (entry.verdict.rule, entry.verdict.due)
+            (entry.judgement.rule, entry.judgement.due)
             for entry in self.cache.entries()
-            if entry.verdict.zombie
+            if entry.judgement.zombie
         )
         metrics.zombies_overdue(
             metrics.overdue_by_rule(self.config.rules.names, zombies, datetime.now(UTC))
@@ -174,17 +157,24 @@ class Daemon:
         stack = AsyncExitStack()
         await stack.__aenter__()
         try:
-            api = await stack.enter_async_context(
-                open_api_client(
+            self.kube = await stack.enter_async_context(
+                open_kube(
                     config.kubeconfig,
                     config.context,
                     pool_size=pool_size(watches=len(self.scopes), workers=config.max_in_flight),
+                    on_failure=metrics.api_failed,
                 )
             )
-            # Entered before the workers' task group, so it exits after them: the Events
-            # of the last deletes are written (within its flush timeout) before exit.
-            events = await stack.enter_async_context(EventRecorder(api, identity=self.identity))
-            self._build(api, events)
+            # Entered before the workers' task group, so it exits after them.
+            self.events = await stack.enter_async_context(
+                EventRecorder(
+                    self.kube,
+                    identity=self.identity,
+                    on_dropped=metrics.events_dropped,
+                    on_queued=metrics.events_queued_changed,
+                )
+            )
+            self._build(self.kube, self.events)
             self.http = await stack.enter_async_context(
                 HttpServer(
                     config.listen_host,
@@ -217,12 +207,13 @@ class Daemon:
         )
         return self
 
-    def _build(self, api: client.ApiClient, events: EventRecorder) -> None:
+    def _build(self, kube: Kube, events: EventRecorder) -> None:
         config = self.config
         if config.leader_elect:
-            namespace = config.lease_namespace or own_namespace() or "default"
             self.elector = LeaseElector(
-                ApiLeases(api, name=config.lease_name, namespace=namespace),
+                kube,
+                name=config.lease_name,
+                namespace=config.lease_namespace or own_namespace() or "default",
                 identity=self.identity,
                 lease_duration=config.lease_duration,
                 renew_deadline=config.renew_deadline,
@@ -230,22 +221,24 @@ class Daemon:
                 leadership=self.leadership,
             )
         self.reaper = Reaper(
-            api,
+            kube,
             qps=config.qps,
             burst=config.burst,
             dry_run=config.dry_run,
             leadership=self.leadership,
-            identity=self.identity,
             events=events,
+            on_answer=metrics.delete_answered,
+            on_rate=metrics.delete_rate_changed,
         )
         self.watchers = [
             Watcher(
-                api,
+                kube,
                 scope,
                 self.cache,
-                label_selector=config.label_selector,
                 timeout_min=config.watch_timeout_min,
                 timeout_max=config.watch_timeout_max,
+                on_synced=metrics.scope_synced,
+                on_restart=metrics.watch_restarted,
             )
             for scope in self.scopes
         ]
@@ -337,6 +330,11 @@ class Daemon:
                 self._work_scope.cancel()
                 log.warning("daemon.drain_timeout", left=len(self.queue))
                 await self._workers_done.wait()
+            if self.events is not None:
+                # The Reaped Events of the last deletes belong to the drain, within what
+                # is left of its timeout.
+                left = self.config.drain_timeout - (time.monotonic() - started)
+                await self.events.drain(max(left, 0.0))
             if self.elector is not None:
                 await self.elector.release()
             self._background_scope.cancel()

@@ -29,16 +29,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final, Self
 
 import anyio
 import anyio.abc
-import orjson
-from kubernetes_asyncio import client
 
-from zombied import metrics
-from zombied.kube import API_FAILURES, raise_for_answer, rbac_rule, send, status_of
+from zombied.kube import ApiError, Kind, Kube, Request
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
 from zombied.ratelimit import TokenBucket
@@ -63,7 +61,7 @@ EVENT_QPS: Final = 5.0
 EVENT_BURST: Final = 10
 #: Events waiting to be written before new ones are dropped (client-go's queue size).
 EVENT_QUEUE: Final = 1000
-#: Seconds the recorder keeps writing at shutdown before it drops what is left.
+#: Seconds the recorder keeps writing at exit when nobody drained it first.
 FLUSH_TIMEOUT: Final = 2.0
 _EVENT_TIMEOUT: Final = 10.0
 
@@ -102,32 +100,42 @@ def event_body(
 
 
 class EventRecorder:
-    """Writes ``Reaped`` Events in the background; use as ``async with``."""
+    """Writes ``Reaped`` Events in the background; use as ``async with``.
+
+    ``on_dropped(why, count)`` counts Events not written; ``on_queued(depth)`` follows
+    the queue.
+    """
 
     def __init__(
         self,
-        api: client.ApiClient,
+        kube: Kube,
         *,
         identity: str = COMPONENT,
         qps: float = EVENT_QPS,
         burst: int = EVENT_BURST,
         capacity: int = EVENT_QUEUE,
         flush_timeout: float = FLUSH_TIMEOUT,
+        on_dropped: Callable[[str, int], None] | None = None,
+        on_queued: Callable[[int], None] | None = None,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
-        self._api = api
+        self._kube = kube
         self.identity = identity
         self.bucket = TokenBucket(qps, burst, adaptive=True)
         self.capacity = capacity
         self.flush_timeout = flush_timeout
+        self._on_dropped = on_dropped or (lambda _why, _count: None)
+        self._on_queued = on_queued or (lambda _depth: None)
         self._queue: deque[tuple[PodSnapshot, str, datetime]] = deque()
         self._queued_uids: set[str] = set()
         self._ready = anyio.Event()
+        self._idle = anyio.Event()
         self._closed = False
-        #: namespace -> the RBAC rule a 401/403 there says is missing, until a write works.
-        self.forbidden: dict[str, str] = {}
+        self._drained = False
         self._tg: anyio.abc.TaskGroup | None = None
+        # The sender's own scope: the task group's covers the host task's code too.
+        self._sender = anyio.CancelScope()
         self._sending = 0
 
     def __len__(self) -> int:
@@ -139,11 +147,11 @@ class EventRecorder:
         if pod.uid in self._queued_uids:
             return False  # one Event per object: this one is already on its way
         if self._closed or len(self._queue) >= self.capacity:
-            metrics.events_dropped("queue_full")
+            self._on_dropped("queue_full", 1)
             return False
         self._queue.append((pod, rule, datetime.now(UTC)))
         self._queued_uids.add(pod.uid)
-        metrics.events_queued_changed(len(self._queue))
+        self._on_queued(len(self._queue))
         self._ready.set()
         return True
 
@@ -155,6 +163,25 @@ class EventRecorder:
         """
         self.bucket.throttled(sent_at)
 
+    async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 - the drain's own budget
+        """Take no more Events, write what is queued within ``timeout`` seconds, and
+        count what is left (an Event cut off in flight included) as dropped."""
+        if self._drained:
+            return
+        self._drained = True
+        self._closed = True
+        self._ready.set()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
+            await self._idle.wait()
+        self._sender.cancel()
+        left = len(self._queue) + self._sending
+        if left:
+            self._on_dropped("shutdown", left)
+            log.warning("event.dropped", count=left, why="shutdown")
+            self._queue.clear()
+            self._queued_uids.clear()
+            self._on_queued(0)
+
     async def __aenter__(self) -> Self:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -162,82 +189,55 @@ class EventRecorder:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
-        tg, self._tg = self._tg, None
+        tg = self._tg
         assert tg is not None  # entered
-        self._closed = True
-        self._ready.set()
         if exc_info[0] is not None:
+            self._drained = self._closed = True
             tg.cancel_scope.cancel()
         else:
-            # The sender stops by itself once the queue is empty; what the flush timeout
-            # leaves unsent is dropped below.
-            tg.cancel_scope.deadline = anyio.current_time() + self.flush_timeout
+            await self.drain(self.flush_timeout)
         try:
             return await tg.__aexit__(*exc_info)
         finally:
-            # An Event cut off in flight counts as dropped: it may not have been written.
-            left = len(self._queue) + self._sending
-            if left:
-                metrics.events_dropped("shutdown", left)
-                log.warning("event.dropped", count=left, why="shutdown")
-                self._queue.clear()
-                self._queued_uids.clear()
-                metrics.events_queued_changed(0)
+            self._tg = None
 
     async def _send_all(self) -> None:
-        while True:
-            if not self._queue:
-                if self._closed:
-                    return
-                self._ready = anyio.Event()
-                await self._ready.wait()
-                continue
-            sent_at = await self.bucket.acquire()
-            pod, rule, when = self._queue.popleft()
-            self._queued_uids.discard(pod.uid)
-            metrics.events_queued_changed(len(self._queue))
-            self._sending = 1
-            await self._send(pod, rule, when, sent_at)
-            self._sending = 0
+        with self._sender:
+            await self._send_queued()
+
+    async def _send_queued(self) -> None:
+        try:
+            while True:
+                if not self._queue:
+                    if self._closed:
+                        return
+                    self._ready = anyio.Event()
+                    await self._ready.wait()
+                    continue
+                sent_at = await self.bucket.acquire()
+                pod, rule, when = self._queue.popleft()
+                self._queued_uids.discard(pod.uid)
+                self._on_queued(len(self._queue))
+                self._sending = 1
+                await self._send(pod, rule, when, sent_at)
+                self._sending = 0
+        finally:
+            self._idle.set()
 
     async def _send(self, pod: PodSnapshot, rule: str, when: datetime, sent_at: float) -> None:
         body = event_body(pod, rule, identity=self.identity, when=when, name_suffix=time.time_ns())
+        request = Request("create", "events", pod.namespace)
         try:
-            # The deletes' lean path: through the generated client, an Event cost a
-            # reap's CPU several times over.
-            answer = await send(
-                self._api,
-                "POST",
-                f"/api/v1/namespaces/{pod.namespace}/events",
-                body=orjson.dumps(body),
-                deadline=_EVENT_TIMEOUT,
-            )
-            raise_for_answer(answer)
-        except API_FAILURES as exc:  # an audit Event is best effort; a bug still raises
-            status = status_of(exc)
-            metrics.api_failed("create", status.code)
-            metrics.events_dropped("failed")
-            if status.transient:
+            await self._kube.request(request, body=body, timeout=_EVENT_TIMEOUT)
+        except ApiError as exc:  # an audit Event is best effort; a bug still raises
+            self._on_dropped("failed", 1)
+            if exc.kind in (Kind.THROTTLED, Kind.TRANSIENT):
                 self.bucket.throttled(sent_at)
-            if status.code in (401, 403):
-                if pod.namespace in self.forbidden:
-                    return
-                missing = rbac_rule("create", "events", pod.namespace)
-                self.forbidden[pod.namespace] = missing
+            if exc.kind not in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):  # the ledger said so
                 log.warning(
-                    "event.forbidden",
+                    "event.failed",
                     namespace=pod.namespace,
-                    missing_rule=missing,
-                    message=status.message,
+                    pod=pod.name,
+                    code=exc.code,
+                    message=exc.message[:200],
                 )
-                return
-            log.warning(
-                "event.failed",
-                namespace=pod.namespace,
-                pod=pod.name,
-                code=status.code,
-                message=status.message[:200],
-            )
-        else:
-            if self.forbidden.pop(pod.namespace, None) is not None:
-                log.info("event.permitted", namespace=pod.namespace)

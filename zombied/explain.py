@@ -3,9 +3,9 @@
 `explain` is a pure function from the pod as the API serves it, the configuration
 and the current time to an `Explanation`: every safety veto and whether it applies,
 every enabled rule and why it does not match, when the pod becomes due and what
-zombied would do now. It decides nothing of its own: the verdict is `rules.classify`
-with the configured rules, the same call the daemon makes, so the explanation cannot
-disagree with the controller. Renderers (`RENDERERS`, keyed by ``--output``) only
+zombied would do now. It decides nothing of its own: it prints `rules.judge` with the
+configured rules, the same judgement the daemon queues by and ``scan`` lists by, so the
+explanation cannot disagree with the controller. Renderers (`RENDERERS`, keyed by ``--output``) only
 format an `Explanation`; a new output format is a new function there. `run_explain`
 is the thin I/O shell: one GET, never a write. It must never delete or patch anything.
 
@@ -16,85 +16,49 @@ permission, or the API unreachable, 2 invalid configuration or usage.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-import aiohttp
+import msgspec
 import yaml
-from kubernetes_asyncio import client
 
 from zombied.config import DryRun, format_duration
 from zombied.errors import ZombiedError
-from zombied.kube import API_FAILURES, open_api_client, read_body, request_error, status_of
-from zombied.pod import KEEP_ANNOTATION, PodParseError, PodSnapshot, parse_pod
-from zombied.rules import Verdict, classify, mismatch
-from zombied.selector import LabelSelector
+from zombied.kube import ApiError, Kind, Kube, Request, open_kube
+from zombied.pod import PodParseError, PodSnapshot, parse_pod
+from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, judge
 
 if TYPE_CHECKING:
     from zombied.config import Config
 
 __all__ = [
-    "ACTION_DELETE",
-    "ACTION_KEEP",
-    "ACTION_WAIT",
     "RENDERERS",
     "Explanation",
-    "RuleCheck",
-    "VetoCheck",
     "as_json",
     "explain",
     "render_table",
     "run_explain",
 ]
 
-ACTION_DELETE: Final = "delete"
-ACTION_WAIT: Final = "wait"
-ACTION_KEEP: Final = "keep"
-
 _GET_TIMEOUT: Final = 30.0
 
 
 @dataclass(frozen=True)
-class VetoCheck:
-    """One safety veto: its stable name, whether it applies, and the evidence."""
+class Explanation:
+    """The judgement on one pod at ``now``, and what zombied would do, in one sentence."""
 
-    name: str
-    applies: bool
-    detail: str
-
-
-@dataclass(frozen=True)
-class RuleCheck:
-    """One enabled rule against the pod; ``why_not`` is None when its pattern matches."""
-
-    rule: str
-    builtin: bool
-    min_age: float
-    why_not: str | None
-    due: datetime | None
+    judgement: Judgement
+    now: datetime
+    action: Decision
+    summary: str
 
     @property
-    def matches(self) -> bool:
-        return self.why_not is None
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """Everything `explain` found out about one pod, in the order an operator asks."""
-
-    pod: PodSnapshot
-    now: datetime
-    since: datetime  # when the pod counts as terminal from (first_seen if unknown)
-    since_known: bool  # False: the pod carries no termination time
-    vetoes: tuple[VetoCheck, ...]
-    rules: tuple[RuleCheck, ...]
-    verdict: Verdict
-    action: str  # ACTION_DELETE, ACTION_WAIT or ACTION_KEEP
-    summary: str  # what zombied would do now, in one sentence
+    def pod(self) -> PodSnapshot:
+        """The pod explained."""
+        return self.judgement.pod
 
 
 def explain(obj: Mapping[str, Any], config: Config, now: datetime) -> Explanation:
@@ -102,119 +66,34 @@ def explain(obj: Mapping[str, Any], config: Config, now: datetime) -> Explanatio
 
     Raises `zombied.pod.PodParseError` when the object lacks namespace, name or uid.
     """
-    pod = parse_pod(obj)
+    rules = config.rules
+    pod = parse_pod(obj, label_keys=rules.scope.label_keys)
     # A pod without a termination time is timed from when zombied first sees it:
     # for a process asked now, that is now.
-    since = pod.terminated_at if pod.terminated_at is not None else now
-    verdict = classify(pod, config.rules, first_seen=now)
-    scope = _out_of_scope(config, pod.namespace, _labels(obj))
-    vetoes = _vetoes(pod, config, scope)
-    checks = tuple(
-        RuleCheck(
-            rule=rule.name,
-            builtin=rule.builtin,
-            min_age=rule.min_age,
-            why_not=mismatch(rule, pod),
-            due=since + timedelta(seconds=rule.min_age),
-        )
-        for rule in config.rules.ordered()
-    )
-    action, summary = _decide(verdict, scope, vetoes, config.dry_run, now)
-    return Explanation(
-        pod=pod,
-        now=now,
-        since=since,
-        since_known=pod.terminated_at is not None,
-        vetoes=vetoes,
-        rules=checks,
-        verdict=verdict,
-        action=action,
-        summary=summary,
-    )
+    judgement = judge(pod, rules, first_seen=now)
+    action = judgement.decision(now)
+    return Explanation(judgement, now, action, _summary(judgement, action, config.dry_run, now))
 
 
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    metadata = obj.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-    if not isinstance(labels, Mapping):
-        return {}
-    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _out_of_scope(config: Config, namespace: str, labels: Mapping[str, str]) -> str | None:
-    """Why the watches never see this pod; None when it is in scope."""
-    if config.namespaces and namespace not in config.namespaces:
-        return f"namespace {namespace} is not in --namespaces ({', '.join(config.namespaces)})"
-    if namespace in config.exclude_namespaces:
-        return f"namespace {namespace} is in --exclude-namespaces"
-    if not LabelSelector.parse(config.label_selector).matches(labels):
-        return f"its labels do not match --label-selector {config.label_selector!r}"
-    return None
-
-
-def _vetoes(pod: PodSnapshot, config: Config, scope: str | None) -> tuple[VetoCheck, ...]:
-    excluded = sorted(config.rules.exclude_owner_kinds)
-    return (
-        VetoCheck(
-            "not-terminal",
-            not pod.terminal,
-            f"phase is {pod.phase or '<none>'}"
-            + ("" if pod.terminal else "; only Failed and Succeeded pods can be zombies"),
-        ),
-        VetoCheck(
-            "deleting",
-            pod.deleting,
-            "deletionTimestamp is set: the pod is already being deleted"
-            if pod.deleting
-            else "no deletionTimestamp",
-        ),
-        VetoCheck(
-            "keep-annotation",
-            pod.keep,
-            f'annotation {KEEP_ANNOTATION}: "true"'
-            if pod.keep
-            else f'no {KEEP_ANNOTATION}: "true" annotation',
-        ),
-        VetoCheck(
-            "owner-excluded",
-            config.rules.excludes(pod.owner_kind),
-            f"owner {pod.owner or '<none>'}; --exclude-owner-kinds: "
-            f"{', '.join(excluded) or '<none>'}",
-        ),
-        VetoCheck(
-            "out-of-scope",
-            scope is not None,
-            scope or "in a watched namespace and matching the label selector",
-        ),
-    )
-
-
-def _decide(
-    verdict: Verdict,
-    scope: str | None,
-    vetoes: tuple[VetoCheck, ...],
-    dry_run: DryRun,
-    now: datetime,
-) -> tuple[str, str]:
-    if scope is not None:
-        return ACTION_KEEP, f"keep: zombied never sees this pod ({scope})"
-    applied = next((veto for veto in vetoes if veto.applies), None)
-    if applied is not None:
-        return ACTION_KEEP, f"keep: vetoed by {applied.name} ({applied.detail})"
-    if not verdict.zombie or verdict.rule is None or verdict.due is None:
-        return ACTION_KEEP, "keep: no enabled rule matches"
+def _summary(judgement: Judgement, action: Decision, dry_run: DryRun, now: datetime) -> str:
+    veto = judgement.veto
+    if veto is not None and veto.name == SKIP_OUT_OF_SCOPE:
+        return f"keep: zombied never sees this pod ({veto.evidence})"
+    if veto is not None:
+        return f"keep: vetoed by {veto.name} ({veto.evidence})"
+    if judgement.due is None:
+        return "keep: no enabled rule matches"
     how = {
         DryRun.OFF: "delete it",
         DryRun.CLIENT: "log that it would delete it (--dry-run=client)",
         DryRun.SERVER: "send a dry-run DELETE (--dry-run=server)",
     }[dry_run]
-    if verdict.due <= now:
-        return ACTION_DELETE, f"{how} now: rule {verdict.rule} matches and its min age has passed"
-    wait = format_duration(round((verdict.due - now).total_seconds()))
+    if action is Decision.DELETE:
+        return f"{how} now: rule {judgement.rule} matches and its min age has passed"
+    wait = format_duration(round((judgement.due - now).total_seconds()))
     return (
-        ACTION_WAIT,
-        f"{how} at {_stamp(verdict.due)} (in {wait}): rule {verdict.rule} matches, "
-        "min age not yet reached",
+        f"{how} at {_stamp(judgement.due)} (in {wait}): rule {judgement.rule} matches, "
+        "min age not yet reached"
     )
 
 
@@ -236,8 +115,8 @@ def _ago(moment: datetime, now: datetime) -> str:
 
 def as_json(explanation: Explanation) -> dict[str, Any]:
     """The ``--output json`` document; stable keys, timestamps in RFC 3339."""
-    pod = explanation.pod
-    verdict = explanation.verdict
+    judgement = explanation.judgement
+    pod = judgement.pod
     return {
         "pod": {
             "namespace": pod.namespace,
@@ -250,35 +129,35 @@ def as_json(explanation: Explanation) -> dict[str, Any]:
             "owner": pod.owner,
         },
         "now": _stamp(explanation.now),
-        "terminalSince": _stamp(explanation.since) if explanation.since_known else None,
+        "terminalSince": _stamp(judgement.since) if judgement.since_known else None,
         "vetoes": [
-            {"name": veto.name, "applies": veto.applies, "detail": veto.detail}
-            for veto in explanation.vetoes
+            {"name": veto.name, "applies": veto.applies, "detail": veto.evidence}
+            for veto in judgement.vetoes
         ],
         "rules": [
             {
-                "name": check.rule,
-                "builtin": check.builtin,
+                "name": check.rule.name,
+                "builtin": check.rule.builtin,
                 "matches": check.matches,
-                "whyNot": check.why_not,
-                "minAge": format_duration(check.min_age),
-                "due": _stamp(check.due) if check.due is not None else None,
+                "whyNot": check.mismatch,
+                "minAge": format_duration(check.rule.min_age),
+                "due": _stamp(check.due),
             }
-            for check in explanation.rules
+            for check in judgement.rules
         ],
         "verdict": {
-            "zombie": verdict.zombie,
-            "rule": verdict.rule,
-            "due": _stamp(verdict.due) if verdict.due is not None else None,
-            "skip": verdict.skip,
+            "zombie": judgement.zombie,
+            "rule": judgement.rule,
+            "due": _stamp(judgement.due) if judgement.due is not None else None,
+            "skip": judgement.skip,
         },
-        "action": explanation.action,
+        "action": str(explanation.action),
         "summary": explanation.summary,
     }
 
 
 def render_json(explanation: Explanation) -> str:
-    return json.dumps(as_json(explanation), indent=2) + "\n"
+    return msgspec.json.format(msgspec.json.encode(as_json(explanation))).decode() + "\n"
 
 
 def render_yaml(explanation: Explanation) -> str:
@@ -293,10 +172,11 @@ def render_name(explanation: Explanation) -> str:
 
 def render_table(explanation: Explanation) -> str:
     """The human report: the pod, the vetoes, rule by rule, then the decision."""
-    pod = explanation.pod
+    judgement = explanation.judgement
+    pod = judgement.pod
     now = explanation.now
-    if explanation.since_known:
-        since = f"{_stamp(explanation.since)} ({_ago(explanation.since, now)})"
+    if judgement.since_known:
+        since = f"{_stamp(judgement.since)} ({_ago(judgement.since, now)})"
     else:
         since = "unknown: timed from when zombied first sees the pod terminal"
     lines = [
@@ -310,20 +190,20 @@ def render_table(explanation: Explanation) -> str:
         "",
         "Vetoes:",
     ]
-    width = max(len(veto.name) for veto in explanation.vetoes)
-    for veto in explanation.vetoes:
+    width = max(len(veto.name) for veto in judgement.vetoes)
+    for veto in judgement.vetoes:
         mark = "VETO" if veto.applies else "no  "
-        lines.append(f"  {veto.name:<{width}}  {mark}  {veto.detail}")
+        lines.append(f"  {veto.name:<{width}}  {mark}  {veto.evidence}")
     lines += ["", "Rules:"]
-    width = max((len(check.rule) for check in explanation.rules), default=0)
-    for check in explanation.rules:
-        age = f"min age {format_duration(check.min_age)}"
-        if check.matches and check.due is not None:
+    width = max((len(check.rule.name) for check in judgement.rules), default=0)
+    for check in judgement.rules:
+        age = f"min age {format_duration(check.rule.min_age)}"
+        if check.matches:
             text = f"MATCH     {age}, due {_stamp(check.due)} ({_ago(check.due, now)})"
         else:
-            text = f"no match  {check.why_not}"
-        lines.append(f"  {check.rule:<{width}}  {text}")
-    if not explanation.rules:
+            text = f"no match  {check.mismatch}"
+        lines.append(f"  {check.rule.name:<{width}}  {text}")
+    if not judgement.rules:
         lines.append("  (no rule enabled)")
     lines += ["", f"Decision:   {explanation.action}", f"Would:      {explanation.summary}"]
     return "\n".join(lines) + "\n"
@@ -342,31 +222,16 @@ RENDERERS: Final[dict[str, Callable[[Explanation], str]]] = {
 # -- I/O -------------------------------------------------------------------------------
 
 
-async def read_pod(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    """GET one pod as the raw JSON object; API failures become one-line errors."""
-    # The generated method is typed as returning V1Pod; with _preload_content=False it
-    # returns the raw response, which is what parse_pod wants.
-    core: Any = client.CoreV1Api(api)
+async def read_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """GET one pod as the raw JSON object; a missing pod is a one-line error."""
     try:
-        response = await core.read_namespaced_pod(
-            name,
-            namespace,
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(total=_GET_TIMEOUT),
-        )
-        body = await read_body(response)
-    except API_FAILURES as exc:
-        if status_of(exc).code == 404:
+        obj = await kube.request(Request("get", "pods", namespace, name), timeout=_GET_TIMEOUT)
+    except ApiError as exc:
+        if exc.kind is Kind.NOT_FOUND:
             raise ZombiedError(
                 f"pod {namespace}/{name} not found (deleted already, or never existed)"
             ) from exc
-        raise request_error(
-            exc, f"read pod {namespace}/{name}", verb="get", resource="pods", namespace=namespace
-        ) from exc
-    try:
-        obj = json.loads(body)
-    except ValueError as exc:
-        raise ZombiedError(f"cannot read pod {namespace}/{name}: malformed answer") from exc
+        raise
     if not isinstance(obj, dict):
         raise ZombiedError(f"cannot read pod {namespace}/{name}: malformed answer")
     return obj
@@ -378,8 +243,8 @@ async def run_explain(config: Config, out: TextIO | None = None) -> int:
     if config.target is None:
         raise ZombiedError("zombied explain needs NAMESPACE/POD")
     namespace, name = config.target
-    async with open_api_client(config.kubeconfig, config.context, pool_size=2) as api:
-        obj = await read_pod(api, namespace, name)
+    async with open_kube(config.kubeconfig, config.context, pool_size=2) as kube:
+        obj = await read_pod(kube, namespace, name)
     try:
         explanation = explain(obj, config, datetime.now(UTC))
     except PodParseError as exc:

@@ -1,56 +1,89 @@
-"""Opening an API client and reading what the API server answered.
+"""Talking to the API server: one client, one owner of credentials, one failure type.
 
-This module owns the two things every I/O part needs from kubernetes_asyncio: a
-configured :class:`ApiClient` (in-cluster service account or kubeconfig) with a
-connection pool sized for the watches and delete workers that share it, zombied's own
-``User-Agent`` on every request (so audit logs tell its traffic apart), no per-request
-proxy and netrc lookups (see `open_api_client`), and
-:func:`api_status` / :func:`status_of`, which turn any exception from a request into
-the ``Status`` the server sent (or a transport failure). Decisions about what a status
-*means* belong to the callers; this module never retries and never logs.
+This module owns every byte zombied exchanges with the API server. `open_kube` loads the
+cluster configuration with kubernetes_asyncio (in-cluster service account or kubeconfig,
+TLS, proxy) and yields a `Kube`, whose `Kube.request` and `Kube.stream` send every
+request (LIST, WATCH, GET, DELETE, Event and Lease writes) through the one aiohttp
+session of kubernetes_asyncio's ``ApiClient``, with zombied's ``User-Agent`` and a
+bearer token from `Credentials`. Tokens expire (exec plugins of GKE, EKS and kubelogin;
+projected service-account tokens rotated by the kubelet; kubeconfig ``tokenFile``), so
+`Credentials` re-reads them before they expire and once more when the server answers
+401; a second 401 is "credentials rejected", never reported as a missing RBAC rule.
+
+Whatever goes wrong with a request (an error answer, a ``Status`` in a watch, a broken
+connection, a timeout, an unreadable body) comes out as one `ApiError` that names its
+`Kind` and the `Request` it was for. Callers read the kind; what a kind means for the
+work (retry, back off, drop) is theirs to decide. Every refusal and every success also
+goes to the `Permissions` ledger, which logs each missing RBAC rule once and tells
+``/readyz`` what is refused right now. This module never retries beyond the one
+request after a credential refresh, and never decides anything about pods.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import platform
-import ssl
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final
 from urllib.parse import quote
 
 import aiohttp
 import aiohttp.helpers
+import anyio
 import kubernetes_asyncio
+import msgspec
 from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException
-from multidict import CIMultiDictProxy
 from yarl import URL
 
 from zombied import __version__
-from zombied.errors import KubeconfigError, PermissionDenied, ZombiedError
-from zombied.http1 import Answer, ConnectionPool
+from zombied.errors import KubeconfigError, ZombiedError
+from zombied.log import get_logger
 
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+__all__ = [
+    "SERVICE_ACCOUNT_DIR",
+    "ApiError",
+    "Credentials",
+    "Kind",
+    "Kube",
+    "Permissions",
+    "Request",
+    "in_cluster",
+    "kind_of",
+    "open_kube",
+    "own_namespace",
+    "pool_size",
+    "user_agent",
+]
 
-#: Status code used for failures that never reached an HTTP answer.
-TRANSPORT_ERROR = 0
+log = get_logger(__name__)
 
-#: What the API server or the network can raise from a request: retried by callers.
-#: Any other exception from a request is a bug and must crash, never be retried.
-API_FAILURES = (ApiException, aiohttp.ClientError, TimeoutError, ConnectionError)
+SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+#: How often a token read from a file is read again: the kubelet rotates projected
+#: service-account tokens in place, and client-go re-reads token files this often.
+TOKEN_FILE_PERIOD: Final = 60.0
+#: How long before its expirationTimestamp an exec plugin's token is replaced.
+EXPIRY_MARGIN: Final = 30.0
 
 #: Go's names for the CPU architectures, as kubectl's User-Agent spells them.
-_GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-#: kubernetes_asyncio's own read buffer for its session: watch events of large objects
-#: exceed aiohttp's default (etcd's request limit is 1.5 MiB).
-_READ_BUFSIZE = 2**21
+_GOARCH: Final = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+#: A pod in a watch event can exceed aiohttp's default read buffer (etcd allows 1.5 MiB).
+_READ_BUFSIZE: Final = 2**21
+_METHODS: Final = {
+    "get": "GET",
+    "list": "GET",
+    "watch": "GET",
+    "create": "POST",
+    "update": "PUT",
+    "delete": "DELETE",
+}
 
 
 def user_agent() -> str:
@@ -61,21 +94,6 @@ def user_agent() -> str:
         f"zombied/{__version__} ({sys.platform}/{arch}) "
         f"kubernetes_asyncio/{kubernetes_asyncio.__version__}"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class ApiStatus:
-    """The outcome of a failed request, as the API server's ``Status`` object says."""
-
-    code: int
-    reason: str
-    message: str
-    retry_after: float | None = None
-
-    @property
-    def transient(self) -> bool:
-        """Worth retrying with backoff: throttling, server errors, transport failures."""
-        return self.code in (TRANSPORT_ERROR, 429) or self.code >= 500
 
 
 def in_cluster() -> bool:
@@ -92,22 +110,444 @@ def own_namespace() -> str | None:
 
 
 def pool_size(*, watches: int, workers: int) -> int:
-    """Connections an ApiClient needs so that no request waits for a socket.
+    """Connections the session needs so that no request waits for a socket.
 
     Every watch holds a connection for minutes; each delete worker needs one for its
-    DELETE and one for the Event after it; the lease and a spare take the rest.
+    DELETE; the Event writer, the lease and a spare take the rest.
     """
-    return watches + 2 * workers + 4
+    return watches + workers + 4
+
+
+# -- requests and their failures --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One API request, named the way RBAC names what it needs."""
+
+    verb: str  # get, list, watch, create, update, delete
+    resource: str  # plural: pods, events, leases
+    namespace: str | None = None  # None: every namespace
+    name: str | None = None
+    group: str = ""  # API group; "" is the core group
+
+    @property
+    def method(self) -> str:
+        """The HTTP method of the verb."""
+        return _METHODS[self.verb]
+
+    @property
+    def path(self) -> str:
+        """The URL path, every segment quoted."""
+        parts = ["api", "v1"] if not self.group else ["apis", self.group, "v1"]
+        if self.namespace is not None:
+            parts += ["namespaces", self.namespace]
+        parts.append(self.resource)
+        if self.name is not None:
+            parts.append(self.name)
+        return "/" + "/".join(quote(part, safe="") for part in parts)
+
+    @property
+    def rule(self) -> str:
+        """The RBAC rule this request needs, as an operator would grant it."""
+        what = f"{self.resource} in API group {self.group}" if self.group else self.resource
+        where = (
+            f"in namespace {self.namespace}"
+            if self.namespace is not None
+            else "at the cluster scope"
+        )
+        return f"{self.verb} {what} {where}"
+
+    def __str__(self) -> str:
+        if self.name is not None:
+            where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+            return f"{self.verb} {self.resource.removesuffix('s')} {where}"
+        where = f"in namespace {self.namespace}" if self.namespace else "in every namespace"
+        return f"{self.verb} {self.resource} {where}"
+
+
+class Kind(StrEnum):
+    """What a failed request means, whatever its status code."""
+
+    UNAUTHORIZED = "unauthorized"  # 401 after a credential refresh: credentials rejected
+    FORBIDDEN = "forbidden"  # 403: an RBAC rule is missing
+    NOT_FOUND = "not-found"  # 404
+    CONFLICT = "conflict"  # 409: a precondition or resourceVersion did not hold
+    GONE = "gone"  # 410: the resourceVersion is older than the server keeps
+    THROTTLED = "throttled"  # 429: slow down, see retry_after
+    TRANSIENT = "transient"  # 5xx, 408, timeouts, broken connections, garbled answers
+    INVALID = "invalid"  # any other 4xx: the server will never accept this request
+
+
+def kind_of(code: int) -> Kind:
+    """The kind of an HTTP status code of a failed request (0: no answer)."""
+    kinds = {401: Kind.UNAUTHORIZED, 403: Kind.FORBIDDEN, 404: Kind.NOT_FOUND}
+    kinds |= {409: Kind.CONFLICT, 410: Kind.GONE, 429: Kind.THROTTLED}
+    if code in kinds:
+        return kinds[code]
+    if code in {0, 408} or code >= 500:
+        return Kind.TRANSIENT
+    return Kind.INVALID
+
+
+class ApiError(ZombiedError):
+    """A request failed; ``kind`` says how, ``request`` which one.
+
+    Its message is the one line a command prints: a refusal names the RBAC rule to
+    grant, a rejection says the credentials are at fault.
+    """
+
+    def __init__(
+        self,
+        request: Request,
+        code: int,
+        reason: str,
+        message: str = "",
+        *,
+        retry_after: float | None = None,
+    ) -> None:
+        self.request = request
+        self.code = code
+        self.kind = kind_of(code)
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        super().__init__(str(self))
+
+    @classmethod
+    def from_status(
+        cls,
+        request: Request,
+        status: object,
+        http_code: int = 0,
+        *,
+        retry_after: float | None = None,
+    ) -> ApiError:
+        """The error an answer states: its HTTP code (0 for a watch ``ERROR`` event) and
+        the ``Status`` object of its body, whose code counts when there is no other."""
+        fields: Mapping[str, object] = status if isinstance(status, Mapping) else {}
+        stated = fields.get("code") if fields.get("kind") == "Status" else None
+        code = http_code or (stated if isinstance(stated, int) else 0)
+        reason = fields.get("reason")
+        message = fields.get("message")
+        return cls(
+            request,
+            code,
+            reason if isinstance(reason, str) and reason else "Error",
+            message if isinstance(message, str) else "",
+            retry_after=retry_after,
+        )
+
+    def __str__(self) -> str:
+        detail = self.message or self.reason
+        if self.kind is Kind.FORBIDDEN:
+            return f"missing RBAC permission to {self.request.rule}: {detail}"
+        if self.kind is Kind.UNAUTHORIZED:
+            return f"credentials rejected (HTTP 401) to {self.request}: {detail}"
+        answer = f"HTTP {self.code}" if self.code else "connection failed"
+        return f"cannot {self.request} ({answer}): {detail}"
+
+
+def _transport(request: Request, exc: BaseException) -> ApiError:
+    detail = str(exc) or type(exc).__name__
+    return ApiError(request, 0, type(exc).__name__, detail[:500])
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        seconds = float(value) if value else -1.0
+    except ValueError:
+        return None  # the HTTP-date form: the API server never sends it
+    return seconds if seconds >= 0 else None
+
+
+#: Refusals that prove the request got past authorization.
+_ANSWERED_ON_MERITS: Final = frozenset({Kind.NOT_FOUND, Kind.CONFLICT, Kind.GONE, Kind.INVALID})
+
+#: What a request can raise besides an HTTP answer: all of them become ApiError.
+_TRANSPORT: Final = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+# -- who may do what --------------------------------------------------------------------
+
+
+class Permissions:
+    """Which RBAC rules the server refuses right now, and whether it knows who we are.
+
+    Every request's outcome is recorded here (`Kube` does it), so a refusal is logged
+    once, when it starts, and once more when the rule works again, whoever made the
+    request; ``/readyz`` lists what is refused now.
+    """
+
+    def __init__(self) -> None:
+        self._refused: dict[str, str] = {}  # missing rule -> the server's message
+        self._rejected: str | None = None
+
+    def problems(self) -> list[str]:
+        """What stops zombied from working, one line each; empty when nothing does."""
+        found = [f"forbidden, missing RBAC rule: {rule}" for rule in sorted(self._refused)]
+        if self._rejected is not None:
+            found.insert(0, f"credentials rejected (HTTP 401): {self._rejected}")
+        return found
+
+    def refused(self, error: ApiError) -> None:
+        """The server answered 401 or 403 to ``error.request``."""
+        if error.kind is Kind.UNAUTHORIZED:
+            if self._rejected is None:
+                log.error(
+                    "api.unauthorized",
+                    request=str(error.request),
+                    message=error.message or None,
+                    hint="the credentials were refreshed once and rejected again",
+                )
+            self._rejected = error.message or error.reason
+            return
+        rule = error.request.rule
+        if rule not in self._refused:
+            log.error(
+                "api.forbidden",
+                request=str(error.request),
+                missing_rule=rule,
+                message=error.message or None,
+            )
+        self._refused[rule] = error.message
+
+    def allowed(self, request: Request) -> None:
+        """The server accepted ``request`` (or answered it on its merits)."""
+        if self._rejected is not None:
+            self._rejected = None
+            log.info("api.authorized", request=str(request))
+        if self._refused and self._refused.pop(request.rule, None) is not None:
+            log.info("api.permitted", rule=request.rule)
+
+
+# -- credentials ------------------------------------------------------------------------
+
+
+class Credentials:
+    """The ``Authorization`` header of every request, re-read before it goes stale.
+
+    One of three sources, chosen when the configuration is loaded: an exec plugin
+    (re-run ``EXPIRY_MARGIN`` before its ``expirationTimestamp``, or, without one, only
+    when the server says 401), a token file (re-read every ``TOKEN_FILE_PERIOD``: the
+    in-cluster service-account token and a kubeconfig ``tokenFile``), or a fixed
+    token, client certificate or nothing (never refreshed).
+    """
+
+    def __init__(
+        self,
+        header: str | None = None,
+        *,
+        token_file: Path | None = None,
+        exec_loader: Any = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._header = header
+        self._token_file = token_file
+        self._exec_loader = exec_loader
+        self._now = now
+        self._lock = anyio.Lock()
+        self._refresh_at = self._next_refresh()
+
+    @property
+    def refreshable(self) -> bool:
+        """Whether a 401 is worth a refresh: the source can give a newer token."""
+        return self._token_file is not None or self._exec_loader is not None
+
+    async def header(self) -> str | None:
+        """The ``Authorization`` value to send now, refreshed first when it is due."""
+        if self._now() >= self._refresh_at:
+            await self.refresh(self._header)
+        return self._header
+
+    async def refresh(self, stale: str | None) -> bool:
+        """Get a new token unless someone already replaced ``stale``; True if it changed.
+
+        Concurrent requests rejected with the same token refresh it once.
+        """
+        async with self._lock:
+            if self._header != stale:
+                return True
+            if self._token_file is not None:
+                self._header = _read_token_file(self._token_file, self._header)
+            elif self._exec_loader is not None:
+                self._header = await _run_exec_plugin(self._exec_loader)
+            self._refresh_at = self._next_refresh()
+            return self._header != stale
+
+    def _next_refresh(self) -> float:
+        if self._token_file is not None:
+            return self._now() + TOKEN_FILE_PERIOD
+        expiry = vars(self._exec_loader).get("exec_plugin_expiry") if self._exec_loader else None
+        if isinstance(expiry, datetime):
+            left = (expiry - datetime.now(UTC)).total_seconds() - EXPIRY_MARGIN
+            return self._now() + max(left, 1.0)
+        return float("inf")
+
+
+def _read_token_file(path: Path, old: str | None) -> str | None:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        log.warning("api.token_unreadable", path=str(path), error=str(exc))
+        return old  # the old token may still be good; the server will say if not
+    return f"Bearer {token}" if token else old
+
+
+async def _run_exec_plugin(loader: Any) -> str | None:
+    # kubernetes_asyncio's loader caches the plugin's answer until its
+    # expirationTimestamp (or, without one, runs the plugin on every call): dropping
+    # its cached expiry makes the next call run the plugin, exactly when we ask.
+    vars(loader).pop("exec_plugin_expiry", None)
+    try:
+        await loader.load_from_exec_plugin()
+    except Exception as exc:  # noqa: BLE001 - any plugin failure: keep the old token
+        log.warning("api.exec_plugin_failed", error=" ".join(str(exc).split())[:300])
+    token = getattr(loader, "token", None)
+    return token if isinstance(token, str) else None
+
+
+# -- the client -------------------------------------------------------------------------
+
+
+class Kube:
+    """The API server, as zombied talks to it; build it with `open_kube`."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        credentials: Credentials,
+        *,
+        on_failure: Callable[[str, int], None] | None = None,
+    ) -> None:
+        """``on_failure(verb, code)`` counts every failed request (code 0: no answer)."""
+        self.api = api
+        self.credentials = credentials
+        self.permissions = Permissions()
+        self._on_failure = on_failure or (lambda _verb, _code: None)
+        configuration = api.configuration
+        self._base = str(configuration.host).rstrip("/")
+        self._session: aiohttp.ClientSession = api.rest_client.pool_manager
+        self._options: dict[str, Any] = {}
+        if configuration.proxy:
+            self._options["proxy"] = configuration.proxy
+        if configuration.proxy_headers:
+            self._options["proxy_headers"] = configuration.proxy_headers
+        if configuration.tls_server_name:
+            self._options["server_hostname"] = configuration.tls_server_name
+        self._headers = {"User-Agent": user_agent(), "Accept": "application/json"}
+
+    async def request(
+        self,
+        request: Request,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        body: object = None,
+        timeout: float,  # noqa: ASYNC109 - every request carries its own deadline
+    ) -> Any:
+        """Send ``request`` and return the decoded JSON answer; `ApiError` otherwise."""
+        data = msgspec.json.encode(body) if body is not None else None
+        deadline = aiohttp.ClientTimeout(total=timeout)
+        try:
+            async with self._send(request, query, data, deadline) as response:
+                payload = await response.read()
+            return msgspec.json.decode(payload)
+        except _TRANSPORT as exc:
+            raise self._failed(_transport(request, exc)) from exc
+        except msgspec.DecodeError as exc:
+            error = ApiError(request, 0, "MalformedAnswer", f"not JSON: {exc}")
+            raise self._failed(error) from exc
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        request: Request,
+        *,
+        query: Mapping[str, str | int],
+        connect_timeout: float,
+    ) -> AsyncIterator[aiohttp.StreamReader]:
+        """Open a streaming answer (a watch) and yield its body; `ApiError` on failure.
+
+        The stream has no read timeout: the caller guards it against silence.
+        """
+        deadline = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
+        try:
+            async with self._send(request, query, None, deadline) as response:
+                yield response.content
+        except _TRANSPORT as exc:
+            raise self._failed(_transport(request, exc)) from exc
+
+    @asynccontextmanager
+    async def _send(
+        self,
+        request: Request,
+        query: Mapping[str, str | int] | None,
+        data: bytes | None,
+        deadline: aiohttp.ClientTimeout,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        url = URL(self._base + request.path, encoded=True)
+        if query:
+            url = url.with_query({key: str(value) for key, value in query.items()})
+        headers = dict(self._headers)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        token = await self.credentials.header()
+        for attempt in (1, 2):
+            if token:
+                headers["Authorization"] = token
+            async with self._session.request(
+                request.method, url, data=data, headers=headers, timeout=deadline, **self._options
+            ) as response:
+                if response.status == 401 and attempt == 1 and self.credentials.refreshable:
+                    stale, token = token, None
+                    if await self.credentials.refresh(stale):
+                        token = await self.credentials.header()
+                        log.info("api.credentials_refreshed", request=str(request))
+                        continue
+                    token = stale
+                if response.status >= 400:
+                    raise await self._failure(request, response)
+                self.permissions.allowed(request)
+                yield response
+                return
+
+    async def _failure(self, request: Request, response: aiohttp.ClientResponse) -> ApiError:
+        try:
+            body = await response.read()
+            status = msgspec.json.decode(body) if body else None
+        except (aiohttp.ClientError, msgspec.DecodeError):
+            status = None
+        error = ApiError.from_status(
+            request,
+            status,
+            response.status,
+            retry_after=_retry_after(response.headers.get("Retry-After")),
+        )
+        if error.kind in (Kind.UNAUTHORIZED, Kind.FORBIDDEN):
+            self.permissions.refused(error)
+        elif error.kind in _ANSWERED_ON_MERITS:
+            self.permissions.allowed(request)
+        return self._failed(error)
+
+    def _failed(self, error: ApiError) -> ApiError:
+        self._on_failure(error.request.verb, error.code)
+        return error
+
+    async def close(self) -> None:
+        """Close the session (and with it every pooled connection)."""
+        with anyio.CancelScope(shield=True):
+            await self.api.close()
 
 
 @asynccontextmanager
-async def open_api_client(
+async def open_kube(
     kubeconfig: str | None = None,
     context: str | None = None,
     *,
     pool_size: int = 100,
-) -> AsyncIterator[client.ApiClient]:
-    """Yield an ApiClient for the cluster and close it on exit.
+    on_failure: Callable[[str, int], None] | None = None,
+) -> AsyncIterator[Kube]:
+    """Yield a `Kube` for the cluster and close it on exit.
 
     With neither ``kubeconfig`` nor ``context`` and a mounted service account, the
     in-cluster configuration is used; otherwise the kubeconfig (``$KUBECONFIG`` or
@@ -116,38 +556,57 @@ async def open_api_client(
     """
     configuration = client.Configuration()
     use_in_cluster = kubeconfig is None and context is None and in_cluster()
-    path = None if use_in_cluster else _kubeconfig_path(kubeconfig)
     try:
-        if path is None:
+        if use_in_cluster:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            credentials = Credentials(
+                configuration.api_key.get("BearerToken"),
+                token_file=SERVICE_ACCOUNT_DIR / "token",
+            )
         else:
-            await config.load_kube_config(
+            path = _kubeconfig_path(kubeconfig)
+            loader = await config.load_kube_config(
                 config_file=path,
                 context=context,
                 client_configuration=configuration,
                 persist_config=False,
             )
+            credentials = _kubeconfig_credentials(loader, configuration, path)
     except Exception as exc:  # yaml, key and config errors alike: a config problem, not a crash
         detail = " ".join(str(exc).split()) or type(exc).__name__
         option = "--context" if context and "context" in detail.lower() else "--kubeconfig"
         raise KubeconfigError(f"{option}: cannot load cluster credentials: {detail}") from exc
+    # Credentials owns the token from now on: kubernetes_asyncio's own hook would be a
+    # second owner re-reading the in-cluster token behind its back.
+    configuration.refresh_api_key_hook = None
     configuration.connection_pool_maxsize = pool_size
     _resolve_env_proxy(configuration)
-    api = KubeClient(configuration, pool_size=pool_size)
-    api.user_agent = user_agent()
+    api = client.ApiClient(configuration)
     _stop_env_lookups(api)
+    kube = Kube(api, credentials, on_failure=on_failure)
     try:
-        yield api
+        yield kube
     finally:
-        await api.close()
+        await kube.close()
+
+
+def _kubeconfig_credentials(loader: Any, configuration: Any, path: str) -> Credentials:
+    header = configuration.api_key.get("BearerToken")
+    # The user entry of the context in use; kubernetes_asyncio keeps it on the loader.
+    user = getattr(loader, "_user", None)
+    if user is not None and "exec" in user:
+        return Credentials(header, exec_loader=loader)
+    token_file = user.safe_get("tokenFile") if user is not None else None
+    if isinstance(token_file, str) and token_file:
+        return Credentials(header, token_file=Path(path).parent / Path(token_file).expanduser())
+    return Credentials(header)
 
 
 def _resolve_env_proxy(configuration: client.Configuration) -> None:
     """Apply ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` once, as aiohttp would per request.
 
     A ``proxy-url`` from the kubeconfig wins, as in client-go. The lookup is aiohttp's
-    own (``NO_PROXY``, credentials in the URL or in netrc for the proxy host), done
-    once at start instead of once per request.
+    own (``NO_PROXY``, credentials in the URL or in netrc for the proxy host).
     """
     if configuration.proxy or not configuration.host:
         return
@@ -163,22 +622,17 @@ def _resolve_env_proxy(configuration: client.Configuration) -> None:
 def _stop_env_lookups(api: client.ApiClient) -> None:
     """Give ``api`` a session with ``trust_env=False``, on the same connection pool.
 
-    kubernetes_asyncio opens its aiohttp session with ``trust_env=True`` and offers no
-    option against it; aiohttp then reads netrc and the proxy variables for every
-    request, each time through a thread pool, which was a third of the CPU of a reap.
-    (A netrc entry for the API server's host even fails every request: its Basic
-    auth collides with the bearer token header.) The proxy variables are applied once
-    by `_resolve_env_proxy` instead. The swap uses aiohttp's public ``connector`` and
-    ``detach``; should kubernetes_asyncio ever stop exposing ``rest_client.pool_manager``
-    as a session, its own stays in place and only the per-request cost comes back.
+    kubernetes_asyncio opens its session with ``trust_env=True`` and offers no option
+    against it; aiohttp then reads netrc and the proxy variables for every request,
+    through a thread pool (a netrc entry for the API server's host even breaks every
+    request: its Basic auth collides with the bearer token). `_resolve_env_proxy`
+    applies the proxy variables once instead.
     """
-    rest = getattr(api, "rest_client", None)
-    session = getattr(rest, "pool_manager", None)
-    if not isinstance(session, aiohttp.ClientSession) or session.connector is None:
-        return
+    rest = api.rest_client
+    session = rest.pool_manager
     connector = session.connector
     session.detach()
-    rest.pool_manager = aiohttp.ClientSession(  # type: ignore[union-attr]
+    rest.pool_manager = aiohttp.ClientSession(
         connector=connector, trust_env=False, read_bufsize=_READ_BUFSIZE
     )
 
@@ -189,209 +643,3 @@ def _kubeconfig_path(kubeconfig: str | None) -> str:
     if not Path(path).is_file():
         raise KubeconfigError(f"--kubeconfig: no kubeconfig file at {path}")
     return path
-
-
-def api_status(exc: BaseException) -> ApiStatus | None:
-    """What the server said, for an exception raised by a request; None if not an API error.
-
-    ``ApiException`` carries the HTTP status and usually a ``Status`` body; timeouts and
-    connection failures become :data:`TRANSPORT_ERROR`.
-    """
-    if isinstance(exc, ApiException):
-        code = int(exc.status or TRANSPORT_ERROR)
-        reason = str(exc.reason or "")
-        message = ""
-        try:
-            body = json.loads(exc.body) if exc.body else {}
-        except (TypeError, ValueError):
-            body = {}
-        if isinstance(body, dict) and body.get("kind") == "Status":
-            reason = str(body.get("reason") or reason)
-            message = str(body.get("message") or "")
-        retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-        return ApiStatus(code, reason, message, retry_after)
-    if isinstance(exc, (aiohttp.ClientError, TimeoutError, ConnectionError)):
-        return ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc))
-    return None
-
-
-def status_of(exc: BaseException) -> ApiStatus:
-    """Like `api_status`, but any other exception counts as a transport failure."""
-    return api_status(exc) or ApiStatus(TRANSPORT_ERROR, type(exc).__name__, str(exc))
-
-
-def rbac_rule(verb: str, resource: str, namespace: str | None, *, group: str = "") -> str:
-    """The RBAC rule a 401/403 says is missing, as an operator would grant it."""
-    what = f"{resource} in API group {group}" if group else resource
-    where = f"in namespace {namespace}" if namespace is not None else "at the cluster scope"
-    return f"{verb} {what} {where}"
-
-
-def request_error(
-    exc: BaseException, what: str, *, verb: str, resource: str, namespace: str | None
-) -> ZombiedError:
-    """The one-line error a command reports for a failed request (``what``: "list pods …").
-
-    A 401/403 names the RBAC rule to grant; anything else says what the server answered.
-    """
-    status = status_of(exc)
-    detail = status.message or status.reason or "no answer"
-    if status.code in (401, 403):
-        rule = rbac_rule(verb, resource, namespace)
-        return PermissionDenied(f"missing RBAC permission to {rule}: {detail}")
-    code = f"HTTP {status.code}" if status.code else "connection failed"
-    return ZombiedError(f"cannot {what} ({code}): {detail}")
-
-
-class KubeClient(client.ApiClient):
-    """kubernetes_asyncio's ApiClient, plus the lean connection pool `send` uses."""
-
-    def __init__(self, configuration: client.Configuration, *, pool_size: int) -> None:
-        super().__init__(configuration)
-        #: None when a proxy stands between zombied and the server: `send` uses aiohttp.
-        self.lean: ConnectionPool | None = None
-        # A host that is no http(s) URL keeps aiohttp, which reports it on first use.
-        if not configuration.proxy:
-            with contextlib.suppress(ValueError):
-                self.lean = ConnectionPool(
-                    URL(configuration.host or ""),
-                    ssl_context=ssl_context(configuration),
-                    server_hostname=configuration.tls_server_name,
-                    size=pool_size,
-                )
-
-    async def close(self) -> None:
-        """Close the lean pool, then kubernetes_asyncio's session."""
-        if self.lean is not None:
-            await self.lean.close()
-        await super().close()
-
-
-def ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
-    """The TLS settings kubernetes_asyncio's own session uses, for the lean pool."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if configuration.disable_strict_ssl_verification:
-        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
-    return context
-
-
-async def send(
-    api: client.ApiClient,
-    method: str,
-    path: str,
-    *,
-    body: bytes,
-    deadline: float,
-) -> Answer:
-    """Send one request with a JSON body and return the whole answer, any status.
-
-    What ``ApiClient.call_api`` does for such a request (the same credentials, refreshed
-    by the kubeconfig's exec plugin when due, the same TLS and ``User-Agent``), on the
-    lean pool of `KubeClient` (`zombied.http1`): call_api's parameter walking and
-    aiohttp's general request path were most of the CPU of a delete in a storm. Through
-    a proxy, or on a plain ApiClient, it goes through aiohttp on the client's own
-    session. ``path`` is quoted here; ``deadline`` bounds the whole exchange in seconds.
-    """
-    configuration = api.configuration
-    headers: dict[str, str] = {
-        **api.default_headers,
-        "Accept": "application/json",
-        "Content-Type": "application/json",
-    }
-    if api.cookie:
-        headers["Cookie"] = api.cookie
-    bearer = (await configuration.auth_settings()).get("BearerToken")
-    if bearer and bearer["value"]:
-        headers[bearer["key"]] = bearer["value"]
-    target = quote(path)
-    lean = api.lean if isinstance(api, KubeClient) else None
-    if lean is not None:
-        return await lean.request(method, target, headers, body, deadline=deadline)
-    rest = api.rest_client
-    options: dict[str, Any] = {}
-    if rest.proxy:
-        options["proxy"] = rest.proxy
-    if rest.proxy_headers:
-        options["proxy_headers"] = rest.proxy_headers
-    if rest.server_hostname:
-        options["server_hostname"] = rest.server_hostname
-    session: aiohttp.ClientSession = rest.pool_manager
-    async with session.request(
-        method,
-        URL(f"{configuration.host}{target}", encoded=True),
-        data=body,
-        headers=headers,
-        timeout=aiohttp.ClientTimeout(total=deadline),
-        **options,
-    ) as response:
-        return Answer(
-            response.status, response.reason or "", response.headers, await response.read()
-        )
-
-
-def raise_for_answer(answer: Answer) -> None:
-    """Turn a non-2xx `Answer` into the ApiException the generated client would raise."""
-    if answer.status >= 300:
-        raise api_exception(answer, answer.body)
-
-
-async def raise_for_status(response: aiohttp.ClientResponse) -> None:
-    """Turn a raw non-2xx answer into the ApiException the generated client would raise."""
-    if response.status < 300:
-        return
-    try:
-        body = await response.read()
-    except aiohttp.ClientError:
-        body = b""
-    raise api_exception(response, body)
-
-
-async def read_body(response: aiohttp.ClientResponse) -> bytes:
-    """The whole body of a raw answer, released afterwards; non-2xx raised as ApiException."""
-    async with response:
-        await raise_for_status(response)
-        return await response.read()
-
-
-class _Response(Protocol):
-    @property
-    def status(self) -> int: ...
-    @property
-    def reason(self) -> str | None: ...
-    @property
-    def headers(self) -> CIMultiDictProxy[str]: ...
-
-
-def api_exception(response: _Response, body: bytes) -> ApiException:
-    """The ApiException for a raw answer whose body was already read."""
-    exc = ApiException(status=response.status, reason=response.reason)
-    exc.body = body
-    exc.headers = response.headers
-    return exc
-
-
-def status_from_object(obj: object) -> ApiStatus | None:
-    """A ``Status`` object found in a watch ``ERROR`` event (or anywhere else) as ApiStatus."""
-    if not isinstance(obj, dict) or obj.get("kind") != "Status":
-        return None
-    code = obj.get("code")
-    return ApiStatus(
-        code=code if isinstance(code, int) else TRANSPORT_ERROR,
-        reason=str(obj.get("reason") or ""),
-        message=str(obj.get("message") or ""),
-    )
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None  # HTTP-date form: the API server never sends it; fall back to backoff
-    return seconds if seconds >= 0 else None

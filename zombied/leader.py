@@ -6,12 +6,12 @@ when the record has not changed for ``leaseDurationSeconds`` *as measured on our
 monotonic clock since we last saw it change* — the remote ``renewTime`` is written for
 humans and never compared with our wall clock. Every write carries the lease's
 ``resourceVersion``, so of two racing candidates exactly one wins and the other gets a
-``409`` and simply tries again a period later. The leader renews every retry period and
-stops leading as soon as ``renew_deadline`` passes without a successful renewal, which
-is strictly before any standby could see the lease expire (``renew_deadline <
+``409`` and tries again a period later. The leader renews every retry period and stops
+leading as soon as ``renew_deadline`` passes without a successful renewal, which is
+strictly before any standby could see the lease expire (``renew_deadline <
 lease_duration``): there is never a moment with two deleters. On shutdown the leader
 clears the holder so a standby takes over at its next retry instead of after a full
-lease duration.
+lease duration. A replica that lost the lease campaigns again, as a standby.
 
 It also owns `Leadership`, the one object that says whether this replica may act now,
 wakes those waiting for it and cancels the deletes in flight when a term ends. The
@@ -25,38 +25,32 @@ wall clock for local timing.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import math
 import os
 import random
 import secrets
 import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final
 
 import anyio
-import anyio.lowlevel
-import structlog
 from anyio.abc import TaskStatus
-from kubernetes_asyncio.client import ApiClient, CoordinationV1Api
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from zombied import metrics
-from zombied.kube import API_FAILURES, TRANSPORT_ERROR, api_exception, rbac_rule, status_of
+from zombied.kube import ApiError, Kind, Kube, Request
+from zombied.log import get_logger
+
+__all__ = ["Leadership", "LeaseElector", "default_identity", "micro_time"]
+
+log = get_logger(__name__)
 
 #: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
-JITTER_FACTOR = 1.2
-
-#: Fraction of the retry period each request of the release on shutdown may take (the
-#: release as a whole takes twice that): a server that does not answer must not hold
-#: up the exit.
-REQUEST_TIMEOUT_FACTOR = 0.8
-
+JITTER_FACTOR: Final = 1.2
 #: The four fields that identify a lease record; a change in any of them restarts the
 #: expiry clock of everyone who observes it.
-_RECORD_FIELDS = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime")
+_RECORD_FIELDS: Final = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime")
+_GROUP: Final = "coordination.k8s.io"
 
 
 def default_identity() -> str:
@@ -74,96 +68,37 @@ def micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class Leases(Protocol):
-    """The three requests on one Lease the elector makes; raw JSON in and out."""
-
-    name: str
-    namespace: str
-
-    async def request(
-        self,
-        op: Literal["get", "create", "replace"],
-        body: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        """Read, create or replace the Lease; raise what the API client raises."""
-        ...
-
-
-class ApiLeases:
-    """`Leases` on the API server, through kubernetes_asyncio without its models.
-
-    Raw JSON keeps fields this client does not model (a newer server's additions)
-    intact across read-modify-write, and MicroTime strings exactly as written.
-    """
-
-    def __init__(self, api: ApiClient, *, name: str, namespace: str) -> None:
-        # Untyped on purpose: the raw (_preload_content=False) answers are aiohttp
-        # responses, not the V1Lease models the stubs promise.
-        self._coordination: Any = CoordinationV1Api(api)
-        self.name = name
-        self.namespace = namespace
-
-    async def request(
-        self,
-        op: Literal["get", "create", "replace"],
-        body: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        # No request timeout here: the elector bounds every request with its own.
-        options = {"_preload_content": False}
-        api = self._coordination
-        if op == "get":
-            response = await api.read_namespaced_lease(self.name, self.namespace, **options)
-        elif op == "create":
-            response = await api.create_namespaced_lease(self.namespace, body, **options)
-        else:
-            response = await api.replace_namespaced_lease(
-                self.name, self.namespace, body, **options
-            )
-        async with response:
-            data = await response.read()
-        if not 200 <= response.status <= 299:
-            raise api_exception(response, data)
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            raise ApiException(status=0, reason=f"unexpected {op} answer: not a JSON object")
-        return obj
-
-
 class Leadership:
     """Whether this replica may act now, who waits for that, and what to stop on loss.
 
     ``Leadership()`` leads for good (no election). A `LeaseElector` given
     ``Leadership(False)`` is its only writer, through `begin_term`, `extend` and
     `end_term`; a term also ends by itself at its deadline (the renew deadline).
+    ``on_change(leading)`` is called at every gain and loss.
     """
 
-    def __init__(self, leading: bool = True) -> None:
+    def __init__(
+        self, leading: bool = True, *, on_change: Callable[[bool], None] | None = None
+    ) -> None:
         self._in_term = leading
         self._until = math.inf
-        self._changed: anyio.Event | None = None
+        self._changed = anyio.Event()
         self._acting: set[anyio.CancelScope] = set()
-        #: Loop times of the start of the last term and of the end of the last term.
-        self.gained_at: float | None = None
-        self.lost_at: float | None = None
+        self._on_change = on_change or (lambda _leading: None)
         #: Terms begun so far.
         self.terms = 0
-        metrics.leading(leading, changed=False)
 
     @property
     def leading(self) -> bool:
         """True while a term runs and its deadline has not passed."""
         if not self._in_term:
             return False
-        try:
-            # The loop's clock, which anyio.current_time() also reads, without its
-            # backend lookup: this is asked several times for every delete.
-            now = asyncio.get_running_loop().time()
-        except RuntimeError:  # read outside the event loop: the flag is all we have
-            return True
-        return now < self._until
+        return self._until == math.inf or anyio.current_time() < self._until
+
+    @property
+    def in_term(self) -> bool:
+        """A term began and has not been ended (its deadline may have passed)."""
+        return self._in_term
 
     @property
     def in_flight(self) -> int:
@@ -175,16 +110,22 @@ class Leadership:
         while not self.leading:
             # A term past its deadline but not yet ended is followed by end_term at once;
             # every change wakes us to look again.
-            if self._changed is None:
-                self._changed = anyio.Event()
             await self._changed.wait()
 
-    def acting(self) -> _Acting:
+    @contextmanager
+    def acting(self) -> Iterator[anyio.CancelScope]:
         """A cancel scope for one action, cancelled the moment the term ends.
 
         Check `leading` first: a request may leave before a cancelled scope is noticed.
         """
-        return _Acting(self._acting, cancelled=not self.leading)
+        with anyio.CancelScope() as scope:
+            if not self.leading:
+                scope.cancel()
+            self._acting.add(scope)
+            try:
+                yield scope
+            finally:
+                self._acting.discard(scope)
 
     # -- the elector's side -------------------------------------------------------------
 
@@ -193,6 +134,7 @@ class Leadership:
         self._until = until
         if not self._in_term:
             self._in_term = True
+            self.terms += 1
             self._changed_now()
 
     def extend(self, until: float) -> None:
@@ -208,22 +150,10 @@ class Leadership:
             scope.cancel()
         self._changed_now()
 
-    @property
-    def in_term(self) -> bool:
-        """A term began and has not been ended (its deadline may have passed)."""
-        return self._in_term
-
     def _changed_now(self) -> None:
-        now = anyio.current_time()
-        if self._in_term:
-            self.terms += 1
-            self.gained_at = now
-        else:
-            self.lost_at = now
-        metrics.leading(self._in_term, changed=True)
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        self._on_change(self._in_term)
+        self._changed.set()
+        self._changed = anyio.Event()
 
 
 class LeaseElector:
@@ -235,8 +165,10 @@ class LeaseElector:
 
     def __init__(
         self,
-        leases: Leases,
+        kube: Kube,
         *,
+        name: str,
+        namespace: str,
         identity: str,
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
@@ -248,51 +180,33 @@ class LeaseElector:
                 "lease_duration > renew_deadline > retry_period > 0 is required, got "
                 f"{lease_duration}, {renew_deadline}, {retry_period}"
             )
-        self.leases = leases
-        self.name = leases.name
-        self.namespace = leases.namespace
+        self._kube = kube
+        self.name = name
+        self.namespace = namespace
         self.identity = identity
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
-        # As kube-controller-manager's leader-election client: a request may take up to
-        # the renew deadline, and a term's own deadline still ends leading on time. A
-        # shorter bound (it was most of a retry period) lost the lease to a server that
-        # was slow, not gone: in a storm every renewal timed out although each landed.
-        self.request_timeout = renew_deadline
         self.leadership = leadership if leadership is not None else Leadership(False)
-        self._log = structlog.get_logger(lease=f"{self.namespace}/{self.name}", identity=identity)
+        self._log = log.bind(lease=f"{namespace}/{name}", identity=identity)
         self._rng = random.Random()
         # One write at a time: a release must not race a renewal of the same version.
         self._lock = anyio.Lock()
         self._released = False
         # Loop time of the start of the last successful write while leading.
         self._renewed_at = -math.inf
-        # The last lease object the server returned, and the record it held.
+        # The last lease the server returned, the record it held and when it changed.
         self._lease: dict[str, Any] | None = None
         self._observed: tuple[object, ...] | None = None
         self._observed_at = -math.inf
-        self._observed_holder = ""
-        self._previous_holder = ""
         self._observed_duration = lease_duration
-        # A write whose answer never came, as (op, the lease it replaces or None for a
-        # create). It may still land and make us the holder; only an answer clears it.
-        self._unanswered: tuple[str, dict[str, Any] | None] | None = None
-        self._logged_errors: set[tuple[str, int]] = set()
-        # verb -> the RBAC rule a 401/403 said is missing; cleared when that verb works.
-        self._forbidden: dict[str, str] = {}
-
-    # -- public surface -------------------------------------------------------------
-
-    @property
-    def forbidden(self) -> list[str]:
-        """The RBAC rules the server said are missing, until each verb works again."""
-        return sorted(self._forbidden.values())
+        self._holder = ""
+        self._logged: set[tuple[str, Kind]] = set()
 
     @property
     def holder(self) -> str:
         """The holder identity we last observed on the lease ("" when free or unknown)."""
-        return self._observed_holder
+        return self._holder
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Campaign and lead until cancelled; release the lease on the way out."""
@@ -302,7 +216,7 @@ class LeaseElector:
                 await self._acquire()
                 await self._lead()
         finally:
-            if self.leadership.in_term or self._unanswered is not None:
+            if self.leadership.in_term:
                 with anyio.CancelScope(shield=True):
                     await self._release(reason="shutdown")
 
@@ -331,8 +245,8 @@ class LeaseElector:
             with anyio.CancelScope(deadline=self._renewed_at + self.renew_deadline) as term:
                 await anyio.sleep(self.retry_period)
                 while not await self._try_acquire_or_renew():
-                    if self._observed_holder != self.identity:
-                        return  # another holder took over; _observe said so and stopped us
+                    if self._holder != self.identity:
+                        return  # another holder took over; _observe stopped us
                     await anyio.sleep(self.retry_period)
             if term.cancelled_caught:
                 self._stop_leading(
@@ -348,122 +262,79 @@ class LeaseElector:
                 return False
             started = anyio.current_time()
             if self.leadership.in_term and self._lease is not None:
-                # Fast path: renew against the version we wrote last; a 409 means it
-                # changed under us, so fall back to reading it.
+                # Renew against the version we wrote last; a 409 means it changed under
+                # us, so fall back to reading it.
                 try:
-                    written = await self._write(self._lease, self._record(self._lease))
-                except ApiException as exc:
-                    if self._failed(exc, "update") != 409:
+                    self._won(await self._write(self._lease), started)
+                except ApiError as exc:
+                    if exc.kind is not Kind.CONFLICT:
+                        self._failed(exc)
                         return False
                 else:
-                    self._won(written, started)
                     return True
-
             try:
                 lease = await self._request("get")
-            except ApiException as exc:
-                if status_of(exc).code != 404:
-                    self._failed(exc, "get")
+            except ApiError as exc:
+                if exc.kind is not Kind.NOT_FOUND:
+                    self._failed(exc)
                     return False
-                return await self._create(started)
-
-            self._observe(lease)
-            holder = _holder(_spec(lease))
-            if holder and holder != self.identity and not self._expired():
-                return False
-
+                lease = None
+            if lease is not None:
+                self._observe(lease)
+                if self._holder and self._holder != self.identity and not self._expired():
+                    return False
             try:
-                written = await self._write(lease, self._record(lease))
-            except ApiException as exc:
-                self._failed(exc, "update")
+                self._won(await self._write(lease), started)
+            except ApiError as exc:
+                self._failed(exc)
                 return False
-            self._won(written, started)
             return True
 
-    async def _create(self, started: float) -> bool:
-        body = self._new_lease(self._record(None))
-        try:
-            created = await self._send_write("create", body, against=None)
-        except ApiException as exc:
-            self._failed(exc, "create")
-            return False
-        self._won(created, started)
-        return True
-
-    def _new_lease(self, spec: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
-            "spec": spec,
-        }
-
-    def _record(self, lease: dict[str, Any] | None) -> dict[str, Any]:
-        """The spec we write: renewal keeps acquireTime and transitions, takeover bumps."""
+    async def _write(self, lease: dict[str, Any] | None, *, release: bool = False) -> Any:
+        """Create the lease (``lease`` None) or replace it at its resourceVersion."""
         now = micro_time(datetime.now(UTC))
-        old = _spec(lease)
-        ours = lease is not None and old.get("holderIdentity") == self.identity
-        transitions = old.get("leaseTransitions")
+        spec = dict(lease.get("spec") or {}) if lease is not None else {}
+        ours = spec.get("holderIdentity") == self.identity
+        transitions = spec.get("leaseTransitions")
         transitions = transitions if isinstance(transitions, int) else 0
-        return {
-            **old,
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": math.ceil(self.lease_duration),
-            "acquireTime": old.get("acquireTime") if ours else now,
-            "renewTime": now,
-            "leaseTransitions": transitions if ours or lease is None else transitions + 1,
-        }
+        if release:  # client-go: no holder, a 1 s duration for anyone reading it
+            spec |= {"holderIdentity": "", "leaseDurationSeconds": 1}
+        else:
+            spec |= {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": math.ceil(self.lease_duration),
+                "acquireTime": spec.get("acquireTime") if ours else now,
+                "renewTime": now,
+                "leaseTransitions": transitions if ours or lease is None else transitions + 1,
+            }
+        if lease is None:
+            metadata = {"name": self.name, "namespace": self.namespace}
+            body = {"apiVersion": f"{_GROUP}/v1", "kind": "Lease", "metadata": metadata}
+            return await self._request("create", {**body, "spec": spec})
+        # The metadata (with its resourceVersion) goes back unchanged: the server
+        # rejects the write with 409 if anyone wrote in between.
+        return await self._request("update", {**lease, "spec": spec})
 
-    async def _write(self, lease: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-        # The lease's metadata (with its resourceVersion) goes back unchanged: the
-        # server rejects the write with 409 if anyone wrote in between.
-        return await self._send_write("replace", {**lease, "spec": spec}, against=lease)
-
-    async def _send_write(
-        self,
-        op: Literal["create", "replace"],
-        body: dict[str, Any],
-        *,
-        against: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        """Send a write; remember it as unanswered until an HTTP answer arrives.
-
-        A timeout, a dropped connection or a cancellation (shutdown) leaves it marked:
-        the server may still apply it after we stopped listening.
-        """
-        self._unanswered = (op, against)
-        try:
-            written = await self._request(op, body)
-        except ApiException as exc:
-            if status_of(exc).code != TRANSPORT_ERROR:
-                self._unanswered = None  # the server answered: nothing is left to land
-            raise
-        self._unanswered = None
-        return written
-
-    def _won(self, lease: dict[str, Any], started: float) -> None:
-        self._logged_errors.clear()
+    def _won(self, lease: Any, started: float) -> None:
+        self._logged.clear()
         self._observe(lease, at=started)
         if self._released:
             return  # release() is waiting for the lock and clears the holder next
         self._renewed_at = started
         if self.leadership.in_term:
             self.leadership.extend(started + self.renew_deadline)
-            self._log.debug("leader.renewed")
             return
-        previous = self._previous_holder
         self.leadership.begin_term(started + self.renew_deadline)
-        spec = _spec(lease)
-        self._log.info(
-            "leader.acquired",
-            previous_holder=previous or None,
-            transitions=spec.get("leaseTransitions"),
-        )
+        spec = lease.get("spec") or {}
+        self._log.info("leader.acquired", transitions=spec.get("leaseTransitions"))
 
-    def _observe(self, lease: dict[str, Any], *, at: float | None = None) -> None:
-        """Remember the record; restart its expiry clock whenever it changed."""
+    def _observe(self, lease: Any, *, at: float | None = None) -> None:
+        """Remember the lease; restart its expiry clock whenever its record changed."""
+        if not isinstance(lease, dict):
+            raise ApiError(self._lease_request("get"), 0, "MalformedAnswer", "not a Lease")
         self._lease = lease
-        spec = _spec(lease)
+        found = lease.get("spec")
+        spec: dict[str, Any] = found if isinstance(found, dict) else {}
         record = tuple(spec.get(field) for field in _RECORD_FIELDS)
         if record == self._observed:
             return
@@ -475,10 +346,10 @@ class LeaseElector:
         self._observed_duration = (
             float(duration) if isinstance(duration, int) and duration > 0 else self.lease_duration
         )
-        holder = _holder(spec)
-        self._previous_holder = self._observed_holder
-        if holder != self._observed_holder:
-            self._observed_holder = holder
+        holder = spec.get("holderIdentity")
+        holder = holder if isinstance(holder, str) else ""
+        if holder != self._holder:
+            self._holder = holder
             if holder != self.identity:
                 self._log.info("leader.observed", holder=holder or None)
         if self.leadership.in_term and holder != self.identity:
@@ -489,55 +360,33 @@ class LeaseElector:
         return anyio.current_time() >= self._observed_at + self._observed_duration
 
     def _stop_leading(self, reason: str, **details: object) -> None:
-        if not self.leadership.in_term:
-            return
-        self._log.warning("leader.lost", reason=reason, **details)
-        self.leadership.end_term()
+        if self.leadership.in_term:
+            self._log.warning("leader.lost", reason=reason, **details)
+            self.leadership.end_term()
 
     async def _release(self, *, reason: str) -> None:
-        """Clear the holder (client-go: empty holder, 1 s duration, renewTime kept).
+        """Clear the holder if it is still us (client-go: empty holder, 1 s duration).
 
-        After an unanswered write the lease is overwritten at the version that write was
-        sent against (or created, for a create), whoever holds it there: then either our
-        release lands and the late write fails with 409, or the write had landed and the
-        release meets a 409, re-reads and clears our own holder.
+        The lease is read first, so a renewal of ours that landed after we stopped
+        listening is seen and cleared too; one that lands after the release finds a new
+        resourceVersion and fails with 409.
         """
-        was_leading = self.leadership.in_term
-        if was_leading:
-            # Stop acting before the write: the lease is up for grabs the moment it lands.
-            self.leadership.end_term()
-        each = self.retry_period * REQUEST_TIMEOUT_FACTOR
-        timeout = max(2 * each, 1.0)
+        self.leadership.end_term()  # stop acting first: the lease is up for grabs next
+        timeout = max(self.retry_period, 1.0)
         with anyio.move_on_after(timeout) as scope:
             async with self._lock:
-                create = self._unanswered is not None and self._unanswered[0] == "create"
-                if self._unanswered is not None:
-                    target = self._unanswered[1]
-                else:
-                    target = self._lease if was_leading else None
                 for _ in range(3):
-                    # The request under way: a refusal names the RBAC verb refused.
-                    sent: Literal["get", "create", "update"] = "create" if create else "get"
                     try:
-                        if create:
-                            body = self._new_lease(_released(self._record(None)))
-                            self._lease = await self._request("create", body, limit=each)
-                        else:
-                            lease = target or await self._request("get", limit=each)
-                            spec = _spec(lease)
-                            if target is None and spec.get("holderIdentity") != self.identity:
-                                return  # not ours (any more): nothing to give back
-                            sent = "update"
-                            self._lease = await self._request(
-                                "replace", {**lease, "spec": _released(spec)}, limit=each
-                            )
-                    except ApiException as exc:
-                        if self._failed(exc, "release", sent=sent) == 409:
-                            create, target = False, None  # re-read the newer version, retry
-                            continue
+                        lease = await self._request("get", limit=timeout)
+                        spec = (lease.get("spec") or {}) if isinstance(lease, dict) else {}
+                        if spec.get("holderIdentity") != self.identity:
+                            return  # not ours (any more): nothing to give back
+                        self._lease = await self._write(lease, release=True)
+                    except ApiError as exc:
+                        if exc.kind is Kind.CONFLICT:
+                            continue  # written in between: read the newer version
+                        self._failed(exc)
                         return
-                    finally:
-                        self._unanswered = None
                     self._log.info("leader.released", reason=reason)
                     return
         if scope.cancelled_caught:
@@ -545,110 +394,33 @@ class LeaseElector:
 
     # -- HTTP -----------------------------------------------------------------------
 
-    async def _request(
-        self,
-        op: Literal["get", "create", "replace"],
-        body: dict[str, Any] | None = None,
-        *,
-        limit: float | None = None,
-    ) -> dict[str, Any]:
+    def _lease_request(self, verb: str) -> Request:
+        name = None if verb == "create" else self.name
+        return Request(verb, "leases", self.namespace, name, group=_GROUP)
+
+    async def _request(self, verb: str, body: object = None, *, limit: float | None = None) -> Any:
         """One lease request within ``limit`` seconds (by default the renew deadline).
 
-        Failures are raised as ``ApiException``; timeouts and transport failures as
-        ``ApiException(status=0)``.
+        As kube-controller-manager's leader-election client, a request may take up to
+        the renew deadline: a term's own deadline still ends leading on time, and a
+        shorter bound lost the lease to a server that was slow, not gone.
         """
-        try:
-            with anyio.fail_after(self.request_timeout if limit is None else limit):
-                answer = await self.leases.request(op, body)
-        except ApiException:
-            raise
-        except API_FAILURES as exc:
-            raise ApiException(status=TRANSPORT_ERROR, reason=type(exc).__name__) from exc
-        self._forbidden.pop(_LEASE_VERBS.get(op, op), None)
-        return answer
+        timeout = self.renew_deadline if limit is None else limit
+        return await self._kube.request(self._lease_request(verb), body=body, timeout=timeout)
 
-    def _failed(self, exc: ApiException, op: str, *, sent: str | None = None) -> int:
-        """Log a failed request (each kind once until the next success); return its code.
-
-        ``op`` is what the elector was doing, ``sent`` the request that failed when that
-        differs (a release sends a get, a create or an update). A refusal is reported
-        once per RBAC verb, whatever the elector was doing, since the same rule is
-        missing; other failures once per ``op``.
-        """
-        status = status_of(exc)
-        if status.code == 409:
-            self._log.info("leader.conflict", op=op, message=status.message or None)
-            return status.code
-        forbidden = status.code in (401, 403)
-        verb = _LEASE_VERBS.get(sent or op, sent or op)
-        kind = (verb if forbidden else op, status.code)
-        level = "debug" if kind in self._logged_errors else "warning"
-        self._logged_errors.add(kind)
-        if forbidden:
-            missing = rbac_rule(verb, "leases", self.namespace, group="coordination.k8s.io")
-            self._forbidden[verb] = missing
-            getattr(self._log, "error" if level == "warning" else "debug")(
-                "leader.forbidden",
-                op=op,
-                code=status.code,
-                missing_rule=missing,
-                message=status.message or None,
-            )
-            return status.code
-        getattr(self._log, level)(
+    def _failed(self, exc: ApiError) -> None:
+        """Log a failed request, each (verb, kind) once until the next success."""
+        if exc.kind is Kind.CONFLICT:
+            self._log.info("leader.conflict", verb=exc.request.verb, message=exc.message or None)
+            return
+        key = (exc.request.verb, exc.kind)
+        if key in self._logged or exc.kind in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):
+            return  # the permissions ledger reports refusals
+        self._logged.add(key)
+        self._log.warning(
             "leader.error",
-            op=op,
-            code=status.code,
-            reason=status.reason or None,
-            message=status.message or None,
+            verb=exc.request.verb,
+            code=exc.code,
+            reason=exc.reason,
+            message=exc.message or None,
         )
-        return status.code
-
-
-#: The RBAC verb behind each lease request, where its name differs.
-_LEASE_VERBS: Final = {"replace": "update"}
-
-
-def _released(spec: dict[str, Any]) -> dict[str, Any]:
-    """The record a release writes: no holder, and a 1 s duration for anyone reading it."""
-    return {**spec, "holderIdentity": "", "leaseDurationSeconds": 1}
-
-
-def _spec(lease: dict[str, Any] | None) -> dict[str, Any]:
-    """A copy of the lease's spec; a missing or malformed one reads as empty."""
-    spec = (lease or {}).get("spec")
-    return dict(spec) if isinstance(spec, dict) else {}
-
-
-def _holder(spec: dict[str, Any]) -> str:
-    holder = spec.get("holderIdentity")
-    return holder if isinstance(holder, str) else ""
-
-
-class _Acting:
-    """`Leadership.acting`: a cancel scope registered with the term while it is open.
-
-    A class, not a generator-based context manager: it wraps every delete of a storm.
-    """
-
-    __slots__ = ("_registry", "_scope")
-
-    def __init__(self, registry: set[anyio.CancelScope], *, cancelled: bool) -> None:
-        self._registry = registry
-        self._scope = anyio.CancelScope()
-        if cancelled:
-            self._scope.cancel()
-
-    def __enter__(self) -> anyio.CancelScope:
-        scope = self._scope.__enter__()
-        self._registry.add(scope)
-        return scope
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> bool:
-        self._registry.discard(self._scope)
-        return bool(self._scope.__exit__(exc_type, exc, traceback))

@@ -4,24 +4,20 @@ This module owns the logging set-up of the process: structlog events rendered as
 lines on stdout (production), or by the console renderer on a terminal; the stdlib
 loggers of aiohttp and kubernetes_asyncio are routed through a ``ProcessorFormatter``
 with the same processors, so every line on stdout has one shape. zombied's own events
-skip the stdlib machinery (records, handlers, level lookups per call): they are
-rendered by structlog and written straight to the stream, which halves what a log line
-costs (a line per reaped pod is a large share of a storm's CPU). Per-item context (the pod
-being reaped, the scope being watched) is bound to loggers by the callers (``bind``);
-``structlog.contextvars`` are merged here too. It must never decide *what* to log; callers do.
+are rendered by structlog and written straight to the stream, without the stdlib's
+records and handlers. Per-item context (the pod being reaped, the scope being watched)
+is bound to loggers by the callers (``bind``); ``structlog.contextvars`` are merged here
+too. It must never decide *what* to log; callers do.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
-import time
 from typing import Any, TextIO
 
-import orjson
+import msgspec
 import structlog
-from structlog.typing import EventDict
 
 #: Libraries that log at INFO about every request; their noise is kept at WARNING.
 _QUIET_LOGGERS = ("aiohttp.access", "kubernetes_asyncio")
@@ -68,7 +64,7 @@ def configure_logging(
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
-        _Timestamper(),
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     renderer: Any
     if wants_console(log_format, out):
@@ -76,17 +72,9 @@ def configure_logging(
     else:
         shared.append(structlog.processors.format_exc_info)
         renderer = structlog.processors.JSONRenderer(serializer=_dumps)
-    writers: dict[str, _NamedWriteLogger] = {}
 
     def writer(*args: Any) -> _NamedWriteLogger:
-        # One writer per name: structlog asks for one on every call of a module-level
-        # logger (see cache_logger_on_first_use below), and building it each time was a
-        # tenth of what a log line cost.
-        name = str(args[0]) if args else ""
-        found = writers.get(name)
-        if found is None:
-            found = writers[name] = _NamedWriteLogger(out, name)
-        return found
+        return _NamedWriteLogger(out, str(args[0]) if args else "")
 
     structlog.configure(
         processors=[*shared, renderer],
@@ -111,37 +99,9 @@ def configure_logging(
         logging.getLogger(name).setLevel(max(level_no, logging.WARNING))
 
 
-class _Timestamper:
-    """``timestamp``: UTC in RFC 3339 with microseconds, as structlog's ISO TimeStamper.
-
-    The date and time of day are formatted once per second, not per line: a storm logs
-    a line per reaped pod, and the full formatting was a fifth of what a line cost.
-    """
-
-    __slots__ = ("_second", "_text")
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._text = ""
-
-    def __call__(self, _logger: Any, _method: str, event_dict: EventDict) -> EventDict:
-        now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._second = second
-            self._text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        event_dict["timestamp"] = f"{self._text}.{int((now - second) * 1e6):06d}Z"
-        return event_dict
-
-
-def _dumps(event: Any, **kwargs: Any) -> str:
-    """One JSON line; orjson, as json's encoder showed in a storm's profile."""
-    try:
-        return orjson.dumps(
-            event, default=kwargs.get("default"), option=orjson.OPT_NON_STR_KEYS
-        ).decode()
-    except orjson.JSONEncodeError:  # what only json can write (an int beyond 64 bits)
-        return json.dumps(event, **kwargs)
+def _dumps(event: Any, **_kwargs: Any) -> str:
+    """One JSON line; a value JSON has no type for is written as its ``str``."""
+    return msgspec.json.encode(event, enc_hook=str).decode()
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -1,9 +1,10 @@
 """Prometheus metrics of zombied, defined once, at module level, and the one way to record.
 
-This module owns every metric object and its help text; the README's metrics reference is
-generated from :func:`reference`. The objects are private: the rest of zombied records
-what happened through the functions below (a delete answered, a watch restarted, a
-leadership change...), called from a few named places, so every series has one writer.
+This module owns every metric object and its help text; the metrics reference in the
+docs is generated from :func:`reference`. The objects are private: the functions below
+record what happened (a delete answered, a watch restarted, a leadership change...).
+The daemon hands them to the parts it builds as callbacks, as the work queue takes its
+own, so no part writes a metric by itself and every series has one writer.
 Label values are bounded sets (rule, outcome, scope, verb, status code): pod names and
 uids never become labels, because they would grow the series count with every pod ever
 reaped. Nothing here does I/O or keeps state besides the metric objects themselves.
@@ -30,27 +31,6 @@ OUTCOMES = ("deleted", "gone", "conflict", "dry_run", "error")
 # a due key waits for a worker from microseconds up to a minute under a QPS limit.
 _DELETE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
-
-
-class _Children:
-    """The children of a labelled counter, each looked up in prometheus_client once.
-
-    Its ``labels`` checks and locks on every call, a per-reap cost that bought nothing:
-    the series written per reap are a handful, and none is ever removed, so a child
-    kept here never goes stale.
-    """
-
-    __slots__ = ("_children", "_metric")
-
-    def __init__(self, metric: Counter) -> None:
-        self._metric = metric
-        self._children: dict[tuple[str, ...], Counter] = {}
-
-    def __call__(self, *values: str) -> Counter:
-        child = self._children.get(values)
-        if child is None:
-            child = self._children[values] = self._metric.labels(*values)
-        return child
 
 
 _pods_reaped = Counter(
@@ -127,8 +107,6 @@ _events_dropped = Counter(
     "carries), failed (the API answered an error), shutdown (still queued at exit).",
     ["reason"],
 )
-_reaped_series = _Children(_pods_reaped)
-_dropped_series = _Children(_events_dropped)
 _events_queued = Gauge(
     "zombied_events_queued",
     "Reaped Events waiting to be written (at most 1,000; the rest are dropped).",
@@ -203,11 +181,9 @@ def delete_answered(rule: str, outcome: str, code: int, seconds: float | None) -
 
     ``seconds`` is None when no request was sent (client-side dry run).
     """
-    _reaped_series(rule, outcome).inc()
+    _pods_reaped.labels(rule=rule, outcome=outcome).inc()
     if seconds is not None:
         _delete_duration.observe(seconds)
-    if code not in (200, 404, 409):
-        api_failed("delete", code)
 
 
 def api_failed(verb: str, code: int) -> None:
@@ -230,17 +206,12 @@ def zombies_known_changed(count: int) -> None:
     _zombies_known.set(count)
 
 
-def scope_started(scope: str) -> None:
-    """A watch loop for ``scope`` exists (and has not listed yet)."""
-    _scope_synced.labels(scope=scope).set(0)
-
-
 def scope_synced(scope: str, synced: bool) -> None:
     """The scope's cache is (or no longer is, e.g. forbidden) in step with a LIST."""
     _scope_synced.labels(scope=scope).set(1 if synced else 0)
 
 
-def watch_restarted(scope: str, *, relist: bool = False) -> None:
+def watch_restarted(scope: str, relist: bool = False) -> None:
     """A watch of ``scope`` ended and starts again; ``relist`` after a 410 Gone."""
     if relist:
         _watch_relists.labels(scope=scope).inc()
@@ -253,7 +224,7 @@ def watch_ages(ages: Mapping[str, float]) -> None:
         _watch_last_event_age.labels(scope=scope).set(max(0.0, age))
 
 
-def leading(now: bool, *, changed: bool) -> None:
+def leading(now: bool, *, changed: bool = True) -> None:
     """This replica leads (or not); ``changed`` counts a gain or loss."""
     _leader.set(1 if now else 0)
     if changed:
@@ -267,7 +238,7 @@ def delete_rate_changed(rate: float) -> None:
 
 def events_dropped(reason: str, count: int = 1) -> None:
     """``count`` Reaped Events were not written, for ``reason``."""
-    _dropped_series(reason).inc(count)  # once per reap while the queue is full
+    _events_dropped.labels(reason=reason).inc(count)
 
 
 def events_queued_changed(depth: int) -> None:

@@ -62,6 +62,8 @@ class PodSnapshot:
     deleting: bool = False
     keep: bool = False
     terminated_at: datetime | None = None
+    #: The labels a label selector asks about, as ``(key, value)`` pairs; no others.
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -95,11 +97,13 @@ def parse_time(value: object) -> datetime | None:
         return None
 
 
-def parse_pod(obj: object) -> PodSnapshot:
+def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSnapshot:
     """Build a `PodSnapshot` from a pod as the API serves it.
 
-    Raises `PodParseError` only when namespace, name or uid is missing or unusable;
-    every other problem degrades to an empty value.
+    Only the labels named in ``label_keys`` are kept (those a label selector reads):
+    a snapshot holds what a decision needs, not the pod. Raises `PodParseError` only
+    when namespace, name or uid is missing or unusable; every other problem degrades
+    to an empty value.
     """
     if not isinstance(obj, Mapping):
         raise PodParseError(f"pod is not an object but {type(obj).__name__}")
@@ -132,7 +136,13 @@ def parse_pod(obj: object) -> PodSnapshot:
         deleting=metadata.get("deletionTimestamp") is not None,
         keep=isinstance(keep_value, str) and keep_value.strip().lower() == "true",
         terminated_at=_terminated_at(status, conditions, phase),
+        labels=_labels(metadata.get("labels"), label_keys) if label_keys else (),
     )
+
+
+def _labels(value: object, keys: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    labels = _mapping(value) or {}
+    return tuple(sorted((key, text) for key in keys if isinstance(text := labels.get(key), str)))
 
 
 def _mapping(value: object) -> Mapping[str, object] | None:

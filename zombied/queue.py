@@ -1,4 +1,4 @@
-"""A delaying work queue with client-go workqueue semantics, for one asyncio loop.
+"""A delaying work queue with client-go workqueue semantics, for one event loop.
 
 It owns the bookkeeping that keeps deletes safe under concurrency: a key is queued
 at most once, a key being processed is never handed to a second worker, and a key
@@ -6,7 +6,7 @@ re-added while it is processing is remembered ("dirty") and handed out again aft
 `WorkQueue.done`. Keys wait in a heap until their due time. Like client-go's
 rate-limiting queue it also owns per-key retry backoff: a worker only says "this key
 failed" (`WorkQueue.add_rate_limited`) or "this key is done" (`WorkQueue.forget`). Time
-is the event loop's clock (``loop.time()``), so tests run on fake time. It must never
+is the event loop's clock (``anyio.current_time()``), so tests run on fake time. It must never
 import metrics code: depth and wait time leave through the callbacks given to the
 constructor. It holds keys only, never pod data: workers look up the newest snapshot
 themselves.
@@ -14,13 +14,14 @@ themselves.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Final, Generic, TypeVar
+
+import anyio
 
 from zombied.backoff import Backoff
 
@@ -64,7 +65,7 @@ class WorkQueue(Generic[K]):
         self._seq = itertools.count()
         self._closed = False
         self._drain = False
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[anyio.Event] = deque()
         self._last_depth = 0
 
     # -- introspection ---------------------------------------------------------------
@@ -183,24 +184,18 @@ class WorkQueue(Generic[K]):
 
     async def _wait(self, until: float | None) -> None:
         """Sleep until woken by a change, or until ``until`` (loop time)."""
-        waiter = asyncio.get_running_loop().create_future()
+        waiter = anyio.Event()
         self._waiters.append(waiter)
         try:
-            if until is None:
-                await waiter
-            else:
-                async with asyncio.timeout_at(until):
-                    await waiter
-        except TimeoutError:
-            pass
-        except asyncio.CancelledError:
+            with anyio.CancelScope(deadline=math.inf if until is None else until):
+                await waiter.wait()
+        except anyio.get_cancelled_exc_class():
             # A wake-up this worker can no longer act on goes to another one.
-            if waiter.done() and not waiter.cancelled():
+            if waiter.is_set():
                 self._wake_one()
             raise
         finally:
-            if not waiter.done():
-                waiter.cancel()
+            if not waiter.is_set():
                 self._waiters.remove(waiter)
 
     def done(self, key: K) -> None:
@@ -279,11 +274,8 @@ class WorkQueue(Generic[K]):
         self._report_depth()
 
     def _wake_one(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
+        if self._waiters:
+            self._waiters.popleft().set()
 
     def _report_depth(self) -> None:
         depth = self.depth
@@ -294,4 +286,4 @@ class WorkQueue(Generic[K]):
 
 
 def _now() -> float:
-    return asyncio.get_running_loop().time()
+    return anyio.current_time()

@@ -21,10 +21,11 @@ as numbers); only `TokenBucket` touches the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 from collections import deque
+
+import anyio
 
 __all__ = ["AdaptiveRate", "TokenBucket", "retry_delay"]
 
@@ -128,7 +129,7 @@ class TokenBucket:
         self.pace = AdaptiveRate(self.qps) if adaptive else None
         self._tokens = float(burst)
         self._stamp: float | None = None
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[anyio.Event] = deque()
 
     @property
     def waiting(self) -> int:
@@ -139,7 +140,7 @@ class TokenBucket:
         """Tokens per second right now (below ``qps`` after pushback)."""
         if self.pace is None:
             return self.qps
-        return self.pace.rate(asyncio.get_running_loop().time())
+        return self.pace.rate(anyio.current_time())
 
     def tokens(self) -> float:
         """Tokens available now (fractional while refilling)."""
@@ -160,25 +161,24 @@ class TokenBucket:
         Returns the loop time the token was taken: pass it to `throttled` if the
         request it paid for is pushed back.
         """
-        loop = asyncio.get_running_loop()
         if self.try_acquire():
-            return loop.time()
-        turn: asyncio.Future[None] = loop.create_future()
+            return anyio.current_time()
+        turn = anyio.Event()
         self._waiters.append(turn)
         try:
             if self._waiters[0] is not turn:
-                await turn
+                await turn.wait()
             while True:
                 self._refill()
                 if self._tokens >= 1 - _EPSILON:
                     self._tokens -= 1
-                    return loop.time()
-                await asyncio.sleep((1 - self._tokens) / self.rate())
+                    return anyio.current_time()
+                await anyio.sleep((1 - self._tokens) / self.rate())
         finally:
             head = self._waiters[0] is turn
             self._waiters.remove(turn)
-            if head and self._waiters and not self._waiters[0].done():
-                self._waiters[0].set_result(None)
+            if head and self._waiters:
+                self._waiters[0].set()
 
     def throttled(self, sent_at: float) -> bool:
         """The server pushed back on the request paid for at ``sent_at``: slow down now.
@@ -188,7 +188,7 @@ class TokenBucket:
         if self.pace is None:
             return False
         self._refill()
-        if not self.pace.throttled(asyncio.get_running_loop().time(), sent_at):
+        if not self.pace.throttled(anyio.current_time(), sent_at):
             return False
         # The burst stops at once: what is left of it would hit a server that just said
         # it is overloaded. A waiter asleep for a refill time computed at the old rate
@@ -199,11 +199,11 @@ class TokenBucket:
     def _burst_now(self) -> float:
         if self.pace is None:
             return float(self.burst)
-        now = asyncio.get_running_loop().time()
+        now = anyio.current_time()
         return max(1.0, self.burst * self.pace.rate(now) / self.qps)
 
     def _refill(self) -> None:
-        now = asyncio.get_running_loop().time()
+        now = anyio.current_time()
         if self._stamp is not None and now > self._stamp:
             # Refill at the lower of the rates at both ends of the gap: a rate that rose
             # in between never pays out more than it allowed.

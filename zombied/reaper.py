@@ -6,14 +6,14 @@ the requests in flight): it waits for a token of the global bucket, checks leade
 last, sends DELETE with uid and resourceVersion preconditions (so a StatefulSet pod
 recreated under the same name, or a pod changed since it was judged, is never hit) and,
 for a server dry run, ``dryRun: [All]``, every option in the body, then maps the answer
-through the pure `outcome_for`, counts, logs one decision line and hands a ``Reaped``
-Event to the `EventRecorder` (which writes it later, on its own budget). The bucket's
-rate adapts: an answer that says the server is overloaded (429, 5xx, timeout) cuts it at
-once, quiet time raises it back to ``qps``. The workers run the cache's `PodCache.evaluate` on
-the newest snapshot before every delete (the pod may be gone, replaced or no longer a
-zombie since it was queued) and tell the queue whether the key failed or is done; the
-queue owns the retry backoff. It must never delete without a uid precondition, and
-never while this replica is not the leader.
+through the pure `outcome_for` (by the `ApiError`'s kind), counts, logs one decision
+line and hands a ``Reaped`` Event to the `EventRecorder` (which writes it later, on its
+own budget). The bucket's rate adapts: an answer that says the server is overloaded
+(429, 5xx, timeout) cuts it at once, quiet time raises it back to ``qps``. The workers
+run the cache's `PodCache.evaluate` on the newest snapshot before every delete (the pod
+may be gone, replaced or no longer a zombie since it was queued) and tell the queue
+whether the key failed or is done; the queue owns the retry backoff. It must never
+delete without a uid precondition, and never while this replica is not the leader.
 """
 
 from __future__ import annotations
@@ -26,23 +26,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
-import orjson
-import structlog
-from kubernetes_asyncio import client
-
-from zombied import metrics
 from zombied.cache import PodCache
 from zombied.config import DryRun
-from zombied.events import COMPONENT, EventRecorder
-from zombied.kube import (
-    API_FAILURES,
-    TRANSPORT_ERROR,
-    ApiStatus,
-    raise_for_answer,
-    rbac_rule,
-    send,
-    status_of,
-)
+from zombied.events import EventRecorder
+from zombied.kube import ApiError, Kind, Kube, Request
 from zombied.leader import Leadership
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
@@ -53,6 +40,7 @@ __all__ = [
     "Action",
     "Outcome",
     "Reaper",
+    "delete_options",
     "outcome_for",
 ]
 
@@ -66,8 +54,7 @@ class Action(StrEnum):
 
     DONE = "done"  # finished: deleted, gone, replaced, or a dry run
     RETRY_AFTER = "retry-after"  # throttled: requeue after Retry-After (else backoff)
-    BACKOFF = "backoff"  # transient failure: requeue with per-key backoff
-    FORBIDDEN = "forbidden"  # not allowed: report the RBAC rule, requeue with backoff
+    BACKOFF = "backoff"  # transient failure, or refused: requeue with per-key backoff
     DROP = "drop"  # a request the server will never accept: give up on this key
     ABANDONED = "abandoned"  # leadership lost before an answer: requeue, do not count
 
@@ -82,6 +69,8 @@ class Outcome:
     code: int = 200
     retry_after: float | None = None
     message: str = ""
+    #: The answer says the server (or the way to it) is overloaded: slow down.
+    overloaded: bool = False
 
     @property
     def failed(self) -> bool:
@@ -91,27 +80,29 @@ class Outcome:
 
 DELETED: Final = Outcome("deleted", Action.DONE, "pod.reaped")
 DRY_RUN: Final = Outcome("dry_run", Action.DONE, "pod.dry_run")
-ABANDONED: Final = Outcome("", Action.ABANDONED, "pod.abandoned", code=TRANSPORT_ERROR)
+ABANDONED: Final = Outcome("", Action.ABANDONED, "pod.abandoned", code=0)
+
+#: What each kind of failed DELETE means for the key.
+_ACTIONS: Final = {
+    Kind.NOT_FOUND: ("gone", Action.DONE, "pod.gone"),
+    Kind.CONFLICT: ("conflict", Action.DONE, "pod.conflict"),
+    Kind.THROTTLED: ("error", Action.RETRY_AFTER, "pod.delete_failed"),
+    Kind.TRANSIENT: ("error", Action.BACKOFF, "pod.delete_failed"),
+    # Refused: the ledger names the missing rule; retried, as RBAC may be fixed.
+    Kind.FORBIDDEN: ("error", Action.BACKOFF, "pod.delete_failed"),
+    Kind.UNAUTHORIZED: ("error", Action.BACKOFF, "pod.delete_failed"),
+    Kind.GONE: ("error", Action.DROP, "pod.delete_failed"),
+    Kind.INVALID: ("error", Action.DROP, "pod.delete_failed"),
+}
 
 
-def outcome_for(status: ApiStatus | None) -> Outcome:
+def outcome_for(error: ApiError | None) -> Outcome:
     """Map the answer to a DELETE (None: 200/202) to what it means and what to do."""
-    if status is None:
+    if error is None:
         return DELETED
-    code, message = status.code, status.message
-    if code == 404:
-        return Outcome("gone", Action.DONE, "pod.gone", code, message=message)
-    if code == 409:
-        return Outcome("conflict", Action.DONE, "pod.conflict", code, message=message)
-    if code == 429:
-        return Outcome(
-            "error", Action.RETRY_AFTER, "pod.delete_failed", code, status.retry_after, message
-        )
-    if code in (401, 403):
-        return Outcome("error", Action.FORBIDDEN, "pod.delete_failed", code, message=message)
-    if status.transient or code == 408:
-        return Outcome("error", Action.BACKOFF, "pod.delete_failed", code, message=message)
-    return Outcome("error", Action.DROP, "pod.delete_failed", code, message=message)
+    outcome, action, event = _ACTIONS[error.kind]
+    overloaded = error.kind in (Kind.THROTTLED, Kind.TRANSIENT)
+    return Outcome(outcome, action, event, error.code, error.retry_after, error.message, overloaded)
 
 
 def delete_options(pod: PodSnapshot, *, dry_run: bool) -> dict[str, Any]:
@@ -134,38 +125,39 @@ def delete_options(pod: PodSnapshot, *, dry_run: bool) -> dict[str, Any]:
 
 
 class Reaper:
-    """Rate-limited, precondition-guarded deletes, and the workers that drive them."""
+    """Rate-limited, precondition-guarded deletes, and the workers that drive them.
+
+    ``on_answer(rule, outcome, code, seconds)`` records each delete attempt (``seconds``
+    is None when nothing was sent); ``on_rate(qps)`` each change of the adaptive rate.
+    """
 
     def __init__(
         self,
-        api: client.ApiClient,
+        kube: Kube,
         *,
         qps: float = 5.0,
         burst: int = 10,
         dry_run: DryRun = DryRun.OFF,
         leadership: Leadership | None = None,
-        identity: str = COMPONENT,
         events: EventRecorder | None = None,
         now: Callable[[], datetime] | None = None,
         delete_timeout: float = _DELETE_TIMEOUT,
+        on_answer: Callable[[str, str, int, float | None], None] | None = None,
+        on_rate: Callable[[float], None] | None = None,
     ) -> None:
-        self._api = api
+        self._kube = kube
         self.bucket = TokenBucket(qps, burst, adaptive=True)
-        self._reported_rate = self.bucket.qps
-        metrics.delete_rate_changed(self._reported_rate)
         #: Where ``Reaped`` Events go; None: no Events.
         self.events = events
         self._rng = random.Random()
         self.dry_run = dry_run
         self.leadership = leadership if leadership is not None else Leadership()
-        self.identity = identity
         self.delete_timeout = delete_timeout
         self._now = now if now is not None else (lambda: datetime.now(UTC))
-        #: namespace -> missing RBAC rule, while deletes there answer 401/403.
-        self.forbidden: dict[str, str] = {}
-        # Resolved once from the logging configuration: binding a pod's fields to the
-        # module's lazy logger rebuilt the logger on every reap, a third of the line's cost.
-        self._log = log.bind()
+        self._on_answer = on_answer or (lambda _rule, _outcome, _code, _seconds: None)
+        self._on_rate = on_rate or (lambda _qps: None)
+        self._reported_rate = self.bucket.qps
+        self._on_rate(self._reported_rate)
 
     # -- the one delete path ----------------------------------------------------------
 
@@ -174,20 +166,13 @@ class Reaper:
     ) -> Outcome:
         """Delete ``pod`` (matched by ``rule``) once and report what happened."""
         since = since or pod.terminated_at
-        fields: dict[str, Any] = {
-            "namespace": pod.namespace,
-            "pod": pod.name,
-            "uid": pod.uid,
-            "rule": rule,
-            "node": pod.node,
-        }
+        plog = log.bind(
+            namespace=pod.namespace, pod=pod.name, uid=pod.uid, rule=rule, node=pod.node
+        )
         if since is not None:
-            fields["age_s"] = round((self._now() - since).total_seconds(), 3)
-        # A logger bound to this pod, not bound contextvars: merging contextvars walks the
-        # whole context on every line, which doubled what the reap's log line cost.
-        plog = self._log.bind(**fields)
+            plog = plog.bind(age_s=round((self._now() - since).total_seconds(), 3))
         if self.dry_run is DryRun.CLIENT:
-            metrics.delete_answered(rule, DRY_RUN.outcome, DRY_RUN.code, None)
+            self._on_answer(rule, DRY_RUN.outcome, DRY_RUN.code, None)
             plog.info(DRY_RUN.event, mode="client", reason=pod.reason)
             return DRY_RUN
         sent_at = await self.bucket.acquire()
@@ -198,66 +183,21 @@ class Reaper:
         if self.leadership.leading:
             with self.leadership.acting():
                 outcome = await self._request(pod)
-        if outcome is not ABANDONED and _overloaded(outcome.code):
+        if outcome.overloaded:
             self.bucket.throttled(sent_at)
             if self.events is not None:
                 self.events.slow_down(sent_at)
         if (rate := self.bucket.rate()) != self._reported_rate:
             self._reported_rate = rate
-            metrics.delete_rate_changed(rate)
-        self._record(pod, rule, outcome, time.monotonic() - started, plog)
-        if outcome is DELETED and self.events is not None:
-            self.events.record(pod, rule)
-        return outcome
-
-    async def _request(self, pod: PodSnapshot) -> Outcome:
-        # Every option goes in the body: kube-apiserver reads DeleteOptions from the body
-        # alone when there is one, so a `?dryRun=All` beside it would delete for real.
-        # The uid guards against a pod recreated under the same name; the resourceVersion
-        # against one changed since it was judged (annotated keep, relabelled): the server
-        # answers 409 and the watch brings the new state to judge again.
-        server_dry_run = self.dry_run is DryRun.SERVER
-        try:
-            answer = await send(
-                self._api,
-                "DELETE",
-                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
-                body=orjson.dumps(delete_options(pod, dry_run=server_dry_run)),
-                deadline=self.delete_timeout,
-            )
-            raise_for_answer(answer)
-        except API_FAILURES as exc:
-            return outcome_for(status_of(exc))
-        return DRY_RUN if server_dry_run else DELETED
-
-    def _record(
-        self,
-        pod: PodSnapshot,
-        rule: str,
-        outcome: Outcome,
-        seconds: float,
-        plog: structlog.typing.FilteringBoundLogger,
-    ) -> None:
+            self._on_rate(rate)
         if outcome.action is Action.ABANDONED:
             plog.info(outcome.event, why="leadership lost")
-            return
-        metrics.delete_answered(rule, outcome.outcome, outcome.code, seconds)
-        if outcome.action is Action.FORBIDDEN:
-            missing = rbac_rule("delete", "pods", pod.namespace)
-            if pod.namespace not in self.forbidden:
-                plog.error(
-                    "reaper.forbidden",
-                    verb="delete",
-                    resource="pods",
-                    missing_rule=missing,
-                    message=outcome.message,
-                )
-            self.forbidden[pod.namespace] = missing
-        elif outcome.action is Action.DONE and pod.namespace in self.forbidden:
-            del self.forbidden[pod.namespace]
-            plog.info("reaper.permitted", rule=rbac_rule("delete", "pods", pod.namespace))
+            return outcome
+        self._on_answer(rule, outcome.outcome, outcome.code, time.monotonic() - started)
         if outcome is DELETED:
             plog.info(outcome.event, reason=pod.reason, owner=pod.owner)
+            if self.events is not None:
+                self.events.record(pod, rule)
         elif outcome is DRY_RUN:
             plog.info(outcome.event, mode="server", reason=pod.reason)
         elif outcome.action is Action.DONE:
@@ -269,6 +209,25 @@ class Reaper:
                 action=str(outcome.action),
                 message=outcome.message[:200],
             )
+        return outcome
+
+    async def _request(self, pod: PodSnapshot) -> Outcome:
+        # Every option goes in the body: kube-apiserver reads DeleteOptions from the body
+        # alone when there is one, so a `?dryRun=All` beside it would delete for real.
+        # The uid guards against a pod recreated under the same name; the resourceVersion
+        # against one changed since it was judged (annotated keep, relabelled): the server
+        # answers 409 and the watch brings the new state to judge again.
+        server_dry_run = self.dry_run is DryRun.SERVER
+        request = Request("delete", "pods", pod.namespace, pod.name)
+        try:
+            await self._kube.request(
+                request,
+                body=delete_options(pod, dry_run=server_dry_run),
+                timeout=self.delete_timeout,
+            )
+        except ApiError as exc:
+            return outcome_for(exc)
+        return DRY_RUN if server_dry_run else DELETED
 
     # -- the workers ------------------------------------------------------------------
 
@@ -293,15 +252,15 @@ class Reaper:
         evaluation = cache.evaluate(key, take=True)
         if evaluation is None:
             return None  # deleted or no longer terminal since it was queued
-        entry, verdict = evaluation.entry, evaluation.verdict
-        if not verdict.zombie or verdict.rule is None:
-            pod = entry.snapshot
-            self._log.info(
+        judgement = evaluation.judgement
+        if judgement.rule is None:
+            pod = judgement.pod
+            log.info(
                 "pod.skipped",
                 namespace=pod.namespace,
                 pod=pod.name,
                 uid=pod.uid,
-                why=verdict.skip,
+                why=judgement.skip,
             )
             return None
         if not evaluation.due:
@@ -309,7 +268,7 @@ class Reaper:
         if not self.leadership.leading:
             queue.add(key)
             return None
-        outcome = await self.delete(entry.snapshot, verdict.rule, since=entry.since)
+        outcome = await self.delete(judgement.pod, judgement.rule, since=judgement.since)
         if outcome.action in (Action.DONE, Action.DROP):
             queue.forget(key)
         elif outcome.action is Action.ABANDONED:
@@ -321,8 +280,3 @@ class Reaper:
         else:
             queue.add_rate_limited(key)
         return outcome
-
-
-def _overloaded(code: int) -> bool:
-    """An answer that says the server (or the way to it) is overloaded: slow down."""
-    return code in (TRANSPORT_ERROR, 429) or code >= 500

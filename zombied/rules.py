@@ -1,16 +1,21 @@
 """Deciding whether a pod is a zombie, and from when it may be deleted.
 
-Rules are pure functions of a `PodSnapshot`: no clock, no I/O, no logging, so every
-decision can be tested exhaustively. A rule is data (a `Pattern`: phases, reasons, an
-optional message expression and owner-kind filter) plus a min age; the built-in rules
-are the same data, written here, so an operator's rule from the ``--config`` file and
-``node-shutdown`` go through one code path (`mismatch`). The caller supplies
-``first_seen`` (when zombied first saw the pod terminal) as the fallback for pods that
-carry no termination time; the pod's creation time is never used, because a pod that
-ran for a week must not be deleted the instant it fails. Safety vetoes (being deleted,
-the opt-out annotation, an excluded owner kind) always win over any rule, and no rule
-can match a pod that is not terminal: a Pending pod a scheduler could not place, or a
-Running one, is never a zombie whatever its reason says.
+This module owns the one decision of zombied: `judge` turns a `PodSnapshot` into a
+`Judgement` (each safety veto with its evidence, each enabled rule's match or mismatch,
+the due time, delete / wait / keep). The daemon, ``scan`` and ``explain`` all read that
+same object, so they cannot disagree. Rules are pure functions of a snapshot: no clock,
+no I/O, no logging, so every decision can be tested exhaustively. A rule is data (a
+`Pattern`: phases, reasons, an optional message expression and owner-kind filter) plus a
+min age; the built-in rules are the same data, written here, so an operator's rule from
+the ``--config`` file and ``node-shutdown`` go through one code path (`mismatch`). The
+caller supplies ``first_seen`` (when zombied first saw the pod terminal) as the fallback
+for pods that carry no termination time; the pod's creation time is never used, because
+a pod that ran for a week must not be deleted the instant it fails. Safety vetoes (being
+deleted, the opt-out annotation, an excluded owner kind) always win over any rule, and
+no rule can match a pod that is not terminal: a Pending pod a scheduler could not place,
+or a Running one, is never a zombie whatever its reason says. Which pods zombied looks
+at at all (namespaces, excluded namespaces, label selector) is a veto too, decided by
+one `Selection` that the watches' server-side selectors are built from as well.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Final
 
-from zombied.pod import TERMINAL_PHASES, PodSnapshot
+from zombied.pod import KEEP_ANNOTATION, TERMINAL_PHASES, PodSnapshot
+from zombied.selector import LabelSelector
 
 __all__ = [
     "ADMISSION_REJECTED_REASONS",
@@ -36,16 +43,19 @@ __all__ = [
     "SKIP_KEEP",
     "SKIP_NOT_TERMINAL",
     "SKIP_NO_RULE",
+    "SKIP_OUT_OF_SCOPE",
     "SKIP_OWNER_EXCLUDED",
+    "Decision",
+    "Judgement",
     "Pattern",
     "Rule",
+    "RuleMatch",
     "RuleSet",
-    "Verdict",
-    "classify",
-    "is_due",
+    "Selection",
+    "Veto",
+    "judge",
     "matches",
     "mismatch",
-    "veto",
 ]
 
 DEFAULT_MIN_AGE: Final = 30.0
@@ -81,6 +91,7 @@ SKIP_DELETING: Final = "deleting"
 SKIP_KEEP: Final = "keep-annotation"
 SKIP_OWNER_EXCLUDED: Final = "owner-excluded"
 SKIP_NO_RULE: Final = "no-rule"
+SKIP_OUT_OF_SCOPE: Final = "out-of-scope"
 
 
 @dataclass(frozen=True)
@@ -182,11 +193,41 @@ def _default_rules() -> tuple[Rule, ...]:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """Which pods zombied looks at at all: namespaces (empty: all), exclusions, labels."""
+
+    namespaces: tuple[str, ...] = ()
+    exclude_namespaces: tuple[str, ...] = ()
+    label_selector: str = ""
+    _selector: LabelSelector = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_selector", LabelSelector.parse(self.label_selector))
+
+    @property
+    def label_keys(self) -> frozenset[str]:
+        """The label keys the selector reads: the only labels a snapshot needs."""
+        return frozenset(requirement.key for requirement in self._selector.requirements)
+
+    def excludes(self, pod: PodSnapshot) -> str | None:
+        """Why ``pod`` is outside the selection; None when zombied looks at it."""
+        namespace = pod.namespace
+        if self.namespaces and namespace not in self.namespaces:
+            return f"namespace {namespace} is not in --namespaces ({', '.join(self.namespaces)})"
+        if namespace in self.exclude_namespaces:
+            return f"namespace {namespace} is in --exclude-namespaces"
+        if self.label_selector and not self._selector.matches(dict(pod.labels)):
+            return f"its labels do not match --label-selector {self.label_selector!r}"
+        return None
+
+
+@dataclass(frozen=True)
 class RuleSet:
-    """The enabled rules and the owner kinds whose pods are never touched."""
+    """The enabled rules, the owner kinds whose pods are never touched, the selection."""
 
     rules: tuple[Rule, ...] = field(default_factory=_default_rules)
     exclude_owner_kinds: frozenset[str] = frozenset()
+    scope: Selection = field(default_factory=Selection)
     _excluded: frozenset[str] = field(init=False, repr=False, compare=False)
     _ordered: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
 
@@ -217,20 +258,6 @@ class RuleSet:
     def ordered(self) -> tuple[Rule, ...]:
         """Enabled rules in precedence order."""
         return self._ordered
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of `classify`.
-
-    A zombie carries the rule that matched and the instant it becomes due; otherwise
-    ``skip`` is a short stable reason fit for metrics labels and logs.
-    """
-
-    zombie: bool
-    rule: str | None = None
-    due: datetime | None = None
-    skip: str | None = None
 
 
 def _listing(values: Iterable[str]) -> str:
@@ -265,36 +292,155 @@ def matches(rule: Rule, pod: PodSnapshot) -> bool:
     return mismatch(rule, pod) is None
 
 
-def veto(pod: PodSnapshot, rules: RuleSet) -> str | None:
-    """The skip reason of the first safety veto that applies to ``pod``, if any."""
-    if pod.phase not in TERMINAL_PHASES:
-        return SKIP_NOT_TERMINAL
-    if pod.deleting:
-        return SKIP_DELETING
-    if pod.keep:
-        return SKIP_KEEP
-    if rules.excludes(pod.owner_kind):
-        return SKIP_OWNER_EXCLUDED
-    return None
+# -- the judgement ---------------------------------------------------------------------
 
 
-def classify(pod: PodSnapshot, rules: RuleSet, *, first_seen: datetime) -> Verdict:
-    """Decide whether ``pod`` is a zombie under ``rules`` and when it becomes due.
+class Decision(StrEnum):
+    """What zombied does with a pod now."""
 
-    The due time is when the pod became terminal (`PodSnapshot.terminated_at`, else
-    ``first_seen``) plus the matching rule's min age.
+    DELETE = "delete"  # a zombie past its min age
+    WAIT = "wait"  # a zombie, not yet past its min age
+    KEEP = "keep"  # vetoed, or no enabled rule matches
+
+
+@dataclass(frozen=True, slots=True)
+class Veto:
+    """One safety veto: its stable name, whether it applies, and the evidence for it."""
+
+    name: str
+    applies: bool
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
+class RuleMatch:
+    """One enabled rule against the pod; ``mismatch`` is None when its pattern fits."""
+
+    rule: Rule
+    mismatch: str | None
+    #: When the pod is due under this rule: terminal since + the rule's min age.
+    due: datetime
+
+    @property
+    def matches(self) -> bool:
+        """Whether the rule's pattern fits the pod (vetoes and age aside)."""
+        return self.mismatch is None
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """Everything `judge` found about one pod: the one decision every front end reads.
+
+    The daemon queues and deletes by it, ``scan`` lists by it and ``explain`` prints it;
+    none of them re-derives a veto or a match.
     """
-    skip = veto(pod, rules)
-    if skip is not None:
-        return Verdict(zombie=False, skip=skip)
-    for rule in rules.ordered():
-        if matches(rule, pod):
-            since = pod.terminated_at if pod.terminated_at is not None else first_seen
-            due = since + timedelta(seconds=rule.min_age)
-            return Verdict(zombie=True, rule=rule.name, due=due)
-    return Verdict(zombie=False, skip=SKIP_NO_RULE)
+
+    pod: PodSnapshot
+    #: When the pod counts as terminal: its own termination time, else first seen.
+    since: datetime
+    vetoes: tuple[Veto, ...]
+    rules: tuple[RuleMatch, ...]
+
+    @property
+    def since_known(self) -> bool:
+        """False when the pod carries no termination time (timed from first seen)."""
+        return self.pod.terminated_at is not None
+
+    @property
+    def veto(self) -> Veto | None:
+        """The first safety veto that applies, if any: it wins over every rule."""
+        return next((veto for veto in self.vetoes if veto.applies), None)
+
+    @property
+    def match(self) -> RuleMatch | None:
+        """The rule that makes the pod a zombie (the first in precedence), if not vetoed."""
+        if self.veto is not None:
+            return None
+        return next((check for check in self.rules if check.matches), None)
+
+    @property
+    def zombie(self) -> bool:
+        """A rule matches and no veto applies (due or not)."""
+        return self.match is not None
+
+    @property
+    def rule(self) -> str | None:
+        """The name of the matching rule."""
+        match = self.match
+        return match.rule.name if match is not None else None
+
+    @property
+    def due(self) -> datetime | None:
+        """When the zombie may be deleted; None for a pod that is no zombie."""
+        match = self.match
+        return match.due if match is not None else None
+
+    @property
+    def skip(self) -> str | None:
+        """Why the pod is kept, as a stable label (a veto's name or ``no-rule``)."""
+        veto = self.veto
+        if veto is not None:
+            return veto.name
+        return None if self.zombie else SKIP_NO_RULE
+
+    def decision(self, now: datetime) -> Decision:
+        """Delete, wait or keep, at ``now``."""
+        due = self.due
+        if due is None:
+            return Decision.KEEP
+        return Decision.DELETE if due <= now else Decision.WAIT
 
 
-def is_due(verdict: Verdict, now: datetime) -> bool:
-    """Whether a zombie verdict's min age has passed at ``now``."""
-    return verdict.zombie and verdict.due is not None and verdict.due <= now
+def judge(pod: PodSnapshot, rules: RuleSet, *, first_seen: datetime) -> Judgement:
+    """Judge ``pod`` under ``rules``: every veto, every rule, when it becomes due.
+
+    A pod is timed from when it became terminal (`PodSnapshot.terminated_at`), else
+    from ``first_seen``, never from its creation.
+    """
+    since = pod.terminated_at if pod.terminated_at is not None else first_seen
+    return Judgement(
+        pod=pod,
+        since=since,
+        vetoes=_vetoes(pod, rules),
+        rules=tuple(
+            RuleMatch(rule, mismatch(rule, pod), since + timedelta(seconds=rule.min_age))
+            for rule in rules.ordered()
+        ),
+    )
+
+
+def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
+    excluded = ", ".join(sorted(rules.exclude_owner_kinds)) or "<none>"
+    scope = rules.scope.excludes(pod)
+    return (
+        Veto(
+            SKIP_NOT_TERMINAL,
+            not pod.terminal,
+            f"phase is {pod.phase or '<none>'}"
+            + ("" if pod.terminal else "; only Failed and Succeeded pods can be zombies"),
+        ),
+        Veto(
+            SKIP_DELETING,
+            pod.deleting,
+            "deletionTimestamp is set: the pod is already being deleted"
+            if pod.deleting
+            else "no deletionTimestamp",
+        ),
+        Veto(
+            SKIP_KEEP,
+            pod.keep,
+            f'annotation {KEEP_ANNOTATION}: "true"'
+            if pod.keep
+            else f'no {KEEP_ANNOTATION}: "true" annotation',
+        ),
+        Veto(
+            SKIP_OWNER_EXCLUDED,
+            rules.excludes(pod.owner_kind),
+            f"owner {pod.owner or '<none>'}; excluded owner kinds: {excluded}",
+        ),
+        Veto(
+            SKIP_OUT_OF_SCOPE,
+            scope is not None,
+            scope or "in a watched namespace and matching the label selector",
+        ),
+    )

@@ -9,14 +9,13 @@ min age are left out of the listing and never deleted (a later scan or the daemo
 them up); their count goes to stderr. With ``--delete`` it reaps the listed pods once
 through `Reaper.delete`, the daemon's own delete path (rate limit, uid precondition, dry
 run, outcome handling), so there is one piece of deleting logic. A LIST that fails
-raises `PermissionDenied` (naming the missing RBAC rule) or `ZombiedError`, which the
-command line prints as one line with exit code 1. It must never wait for pods to become
+raises `zombied.kube.ApiError` (a refusal names the missing RBAC rule), which the command
+line prints as one line with exit code 1. It must never wait for pods to become
 due and never retry beyond that single pass.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -25,14 +24,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
+import msgspec
 import yaml
-from kubernetes_asyncio import client
 
 from zombied.events import EventRecorder
-from zombied.kube import API_FAILURES, open_api_client, pool_size, request_error
+from zombied.kube import Kube, open_kube, pool_size
 from zombied.pod import PodSnapshot
 from zombied.reaper import Outcome, Reaper
-from zombied.rules import classify
+from zombied.rules import Decision, judge
 from zombied.watch import list_terminal_pods, scopes_for
 
 if TYPE_CHECKING:
@@ -142,7 +141,7 @@ def render(zombies: Sequence[Zombie], now: datetime, config: Config) -> str:
     """The report in ``config.output``'s format; empty output is the format's empty form."""
     records = [zombie.as_json(now) for zombie in zombies]
     renderers: dict[str, Callable[[], str]] = {
-        "json": lambda: json.dumps(records, indent=2) + "\n",
+        "json": lambda: msgspec.json.format(msgspec.json.encode(records)).decode() + "\n",
         "yaml": lambda: yaml.safe_dump(records, sort_keys=False) if records else "[]\n",
         # kubectl's -o name: pod/NAME, without the namespace, so that the lines feed
         # `xargs kubectl delete -n NAMESPACE`.
@@ -167,10 +166,10 @@ async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = N
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     pool = pool_size(watches=0, workers=config.max_in_flight)
-    async with open_api_client(config.kubeconfig, config.context, pool_size=pool) as api:
-        zombies, not_due = await _find(api, config)
+    async with open_kube(config.kubeconfig, config.context, pool_size=pool) as kube:
+        zombies, not_due = await _find(kube, config)
         if config.delete and zombies:
-            await _reap(api, config, zombies)
+            await _reap(kube, config, zombies)
     out.write(render(zombies, datetime.now(UTC), config))
     if not_due:
         err.write(
@@ -190,47 +189,31 @@ async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = N
     return EXIT_DELETE_FAILED if failed else 0
 
 
-async def _find(api: client.ApiClient, config: Config) -> tuple[list[Zombie], int]:
-    core = client.CoreV1Api(api)
+async def _find(kube: Kube, config: Config) -> tuple[list[Zombie], int]:
     now = datetime.now(UTC)
     zombies: list[Zombie] = []
     not_due = 0
     seen: set[str] = set()
-    for scope in scopes_for(config.namespaces, config.exclude_namespaces):
-        try:
-            snapshots, _ = await list_terminal_pods(
-                core, scope, label_selector=config.label_selector
-            )
-        except API_FAILURES as exc:
-            where = f"in namespace {scope.namespace}" if scope.namespace else "in the cluster"
-            raise request_error(
-                exc, f"list pods {where}", verb="list", resource="pods", namespace=scope.namespace
-            ) from exc
+    for scope in scopes_for(config.rules.scope):
+        snapshots, _ = await list_terminal_pods(kube, scope)
         for pod in snapshots:
             if pod.key in seen:
                 continue
             seen.add(pod.key)
-            verdict = classify(pod, config.rules, first_seen=now)
-            if not verdict.zombie or verdict.rule is None:
-                continue
-            if verdict.due is not None and verdict.due > now:
+            judgement = judge(pod, config.rules, first_seen=now)
+            decision = judgement.decision(now)
+            if decision is Decision.WAIT:
                 not_due += 1
-                continue
-            zombies.append(Zombie(pod, verdict.rule, pod.terminated_at))
+            elif decision is Decision.DELETE and judgement.rule is not None:
+                zombies.append(Zombie(pod, judgement.rule, pod.terminated_at))
     zombies.sort(key=lambda zombie: (zombie.pod.namespace, zombie.pod.name))
     return zombies, not_due
 
 
-async def _reap(api: client.ApiClient, config: Config, zombies: list[Zombie]) -> None:
-    identity = "zombied-scan"
-    async with EventRecorder(api, identity=identity) as events:
+async def _reap(kube: Kube, config: Config, zombies: list[Zombie]) -> None:
+    async with EventRecorder(kube, identity="zombied-scan") as events:
         reaper = Reaper(
-            api,
-            qps=config.qps,
-            burst=config.burst,
-            dry_run=config.dry_run,
-            identity=identity,
-            events=events,
+            kube, qps=config.qps, burst=config.burst, dry_run=config.dry_run, events=events
         )
         pending = iter(zombies)
 

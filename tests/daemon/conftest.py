@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from zombied.config import Config, load_config
-from zombied.rules import Rule, RuleSet
+from zombied.rules import Rule, RuleSet, Selection
 
 ConfigFactory = Callable[..., Config]
 
@@ -28,6 +28,15 @@ def make_config(kubeconfig_path: Path, command: str = "run", **changes: Any) -> 
         "drain_timeout": 10.0,
     }
     settings.update(changes)
+    # The selection is part of the rules, as the configuration builds them.
+    settings["rules"] = replace(
+        settings["rules"],
+        scope=Selection(
+            settings.get("namespaces", ()),
+            settings.get("exclude_namespaces", ()),
+            settings.get("label_selector", ""),
+        ),
+    )
     return replace(base, **settings)
 
 

@@ -208,7 +208,7 @@ async def test_forbidden_delete_makes_readiness_false(
     sim.store.create("pods", zombie("z"))
     with captured_logs() as logs:
         async with Daemon(config(kubeconfig=str(kubeconfig))) as daemon:
-            await eventually(lambda: daemon.reaper is not None and daemon.reaper.forbidden)
+            await eventually(lambda: "delete pods" in daemon.readiness()[1])
             status, body = await get(daemon.http_port, "/readyz")
             assert status == 503
             assert "delete pods in namespace team-a" in body
@@ -216,7 +216,7 @@ async def test_forbidden_delete_makes_readiness_false(
             status, _ = await get(daemon.http_port, "/healthz")
             assert status == 200
     assert sim.store.get("pods", "team-a", "z") is not None
-    forbidden = [e for e in logs if e["event"] == "reaper.forbidden"]
+    forbidden = [e for e in logs if e["event"] == "api.forbidden"]
     assert len(forbidden) == 1
     assert forbidden[0]["missing_rule"] == "delete pods in namespace team-a"
 
@@ -242,8 +242,8 @@ async def test_forbidden_events_and_lease_are_named_in_readiness(
             status, body = await get(daemon.http_port, "/readyz")
             return (
                 status == 503
-                and "Events forbidden, missing RBAC rule: create events in namespace team-a" in body
-                and "leader election forbidden, missing RBAC rule: update leases" in body
+                and "forbidden, missing RBAC rule: create events in namespace team-a" in body
+                and "forbidden, missing RBAC rule: update leases" in body
             )
 
         await eventually(both_named, timeout=20)
@@ -255,7 +255,7 @@ async def test_forbidden_list_names_the_cluster_rule(
     token = sim.add_token("ns-only", [PolicyRule(("",), ("pods",), ("list",), namespace="x")])
     kubeconfig = sim.write_kubeconfig(tmp_path / "restricted", token=token)
     async with Daemon(config(kubeconfig=str(kubeconfig))) as daemon:
-        await eventually(lambda: daemon.watchers[0].state.forbidden is not None)
+        await eventually(lambda: "list pods" in daemon.readiness()[1])
         status, body = await get(daemon.http_port, "/readyz")
     assert status == 503
     assert "list pods at the cluster scope" in body

@@ -21,7 +21,7 @@ from zombied.config import (
     parse_label_selector,
 )
 from zombied.errors import ConfigError
-from zombied.rules import Rule, RuleSet
+from zombied.rules import Rule, RuleSet, Selection
 
 
 def run(*argv: str, env: dict[str, str] | None = None) -> Config:
@@ -251,6 +251,7 @@ class TestFlags:
             rules=RuleSet(
                 (Rule("failed", 3600.0), Rule("node-shutdown", 60.0)),
                 frozenset({"Job", "DaemonSet"}),
+                Selection(("a", "b", "c"), ("kube-system",), "app=web"),
             ),
             qps=2.5,
             burst=3,
@@ -463,7 +464,7 @@ class TestEnvironment:
         assert config.qps == 9.0
         assert config.dry_run is DryRun.SERVER
         assert config.leader_elect
-        assert config.rules == RuleSet((Rule("evicted", 120.0),))
+        assert config.rules == RuleSet((Rule("evicted", 120.0),), scope=Selection(("x", "y")))
         assert config.listen_port == 0
 
     @pytest.mark.parametrize(
@@ -548,7 +549,9 @@ delete: true
             exclude_namespaces=("kube-system",),
             label_selector="app=web",
             rules=RuleSet(
-                (Rule("node-shutdown", 45.0), Rule("evicted", 600.0)), frozenset({"Job"})
+                (Rule("node-shutdown", 45.0), Rule("evicted", 600.0)),
+                frozenset({"Job"}),
+                Selection(("a", "b"), ("kube-system",), "app=web"),
             ),
             qps=2.0,
             burst=3,

@@ -1,9 +1,10 @@
-"""classify: every kubelet node-shutdown and admission-rejection variant, the other
+"""judge: every kubelet node-shutdown and admission-rejection variant, the other
 rules, rules of one's own, and the vetoes."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,15 +15,34 @@ from zombied.pod import KEEP_ANNOTATION, PodParseError, PodSnapshot, parse_pod
 from zombied.rules import (
     NODE_SHUTDOWN_REASONS,
     RULE_NAMES,
+    Decision,
+    Judgement,
     Pattern,
     Rule,
     RuleSet,
-    Verdict,
-    classify,
-    is_due,
+    judge,
     matches,
     mismatch,
 )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a judgement decides, for comparing with the expectation in one line."""
+
+    zombie: bool
+    rule: str | None = None
+    due: datetime | None = None
+    skip: str | None = None
+
+
+def seen(judgement: Judgement) -> Verdict:
+    return Verdict(judgement.zombie, judgement.rule, judgement.due, judgement.skip)
+
+
+def due_at(judgement: Judgement, now: datetime) -> bool:
+    return judgement.decision(now) is Decision.DELETE
+
 
 FINISHED = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 FIRST_SEEN = datetime(2024, 5, 1, 12, 5, 0, tzinfo=UTC)
@@ -140,7 +160,7 @@ class TestKubeletTable:
         self, version: str, variant: str, status: Any, ran: bool, disruption: bool
     ) -> None:
         pod = parse_pod(kubelet_pod(status, ran=ran, disruption=disruption))
-        verdict = classify(pod, RuleSet(), first_seen=FIRST_SEEN)
+        verdict = judge(pod, RuleSet(), first_seen=FIRST_SEEN)
         assert verdict.zombie
         assert verdict.rule == "node-shutdown"
         assert verdict.skip is None
@@ -149,7 +169,7 @@ class TestKubeletTable:
         self, version: str, variant: str, status: Any, ran: bool, disruption: bool
     ) -> None:
         pod = parse_pod(kubelet_pod(status, ran=ran, disruption=disruption))
-        verdict = classify(pod, RuleSet((Rule("node-shutdown", 45),)), first_seen=FIRST_SEEN)
+        verdict = judge(pod, RuleSet((Rule("node-shutdown", 45),)), first_seen=FIRST_SEEN)
         if ran:
             since = FINISHED
         elif disruption:
@@ -157,14 +177,14 @@ class TestKubeletTable:
         else:
             since = FIRST_SEEN
         assert verdict.due == since + timedelta(seconds=45)
-        assert not is_due(verdict, since + timedelta(seconds=44.999))
-        assert is_due(verdict, since + timedelta(seconds=45))
+        assert not due_at(verdict, since + timedelta(seconds=44.999))
+        assert due_at(verdict, since + timedelta(seconds=45))
 
     def test_node_shutdown_wins_over_other_rules(
         self, version: str, variant: str, status: Any, ran: bool, disruption: bool
     ) -> None:
         pod = parse_pod(kubelet_pod(status, ran=ran, disruption=disruption))
-        assert classify(pod, ALL_RULES, first_seen=FIRST_SEEN).rule == "node-shutdown"
+        assert judge(pod, ALL_RULES, first_seen=FIRST_SEEN).rule == "node-shutdown"
 
     @pytest.mark.parametrize(
         ("veto", "skip"),
@@ -187,43 +207,43 @@ class TestKubeletTable:
     ) -> None:
         pod = parse_pod(kubelet_pod(status, ran=ran, disruption=disruption, **veto))
         rules = RuleSet(ALL_RULES.rules, exclude_owner_kinds=frozenset({"Job"}))
-        assert classify(pod, rules, first_seen=FIRST_SEEN) == Verdict(zombie=False, skip=skip)
+        assert seen(judge(pod, rules, first_seen=FIRST_SEEN)) == Verdict(zombie=False, skip=skip)
 
     def test_not_enabled(
         self, version: str, variant: str, status: Any, ran: bool, disruption: bool
     ) -> None:
         pod = parse_pod(kubelet_pod(status, ran=ran, disruption=disruption))
-        verdict = classify(pod, RuleSet((Rule("evicted"),)), first_seen=FIRST_SEEN)
-        assert verdict == Verdict(zombie=False, skip="no-rule")
+        verdict = judge(pod, RuleSet((Rule("evicted"),)), first_seen=FIRST_SEEN)
+        assert seen(verdict) == Verdict(zombie=False, skip="no-rule")
 
 
 class TestOtherRules:
     def test_evicted(self) -> None:
         pod = snapshot(reason="Evicted", terminated_at=FINISHED)
-        assert classify(pod, RuleSet(), first_seen=FIRST_SEEN).skip == "no-rule"
-        verdict = classify(pod, ALL_RULES, first_seen=FIRST_SEEN)
-        assert verdict == Verdict(
+        assert judge(pod, RuleSet(), first_seen=FIRST_SEEN).skip == "no-rule"
+        verdict = judge(pod, ALL_RULES, first_seen=FIRST_SEEN)
+        assert seen(verdict) == Verdict(
             zombie=True, rule="evicted", due=FINISHED + timedelta(seconds=600)
         )
 
     @pytest.mark.parametrize("reason", ["", "OOMKilled", "Error", "DeadlineExceeded", "Evicted"])
     def test_failed_catches_every_failed_pod(self, reason: str) -> None:
         pod = snapshot(reason=reason)
-        verdict = classify(pod, RuleSet((Rule("failed", 10),)), first_seen=FIRST_SEEN)
-        assert verdict == Verdict(
+        verdict = judge(pod, RuleSet((Rule("failed", 10),)), first_seen=FIRST_SEEN)
+        assert seen(verdict) == Verdict(
             zombie=True, rule="failed", due=FIRST_SEEN + timedelta(seconds=10)
         )
 
     @pytest.mark.parametrize("reason", ["", "Completed", "Evicted"])
     def test_plain_succeeded_pods_are_left_alone(self, reason: str) -> None:
         pod = snapshot(phase="Succeeded", reason=reason)
-        assert classify(pod, ALL_RULES, first_seen=FIRST_SEEN).skip == "no-rule"
+        assert judge(pod, ALL_RULES, first_seen=FIRST_SEEN).skip == "no-rule"
 
     @pytest.mark.parametrize("reason", sorted(NODE_SHUTDOWN_REASONS))
     @pytest.mark.parametrize("phase", ["Pending", "Running", "Unknown", "", "failed", "Bogus"])
     def test_non_terminal_is_never_a_zombie(self, phase: str, reason: str) -> None:
         pod = snapshot(phase=phase, reason=reason)
-        assert classify(pod, ALL_RULES, first_seen=FIRST_SEEN) == Verdict(
+        assert seen(judge(pod, ALL_RULES, first_seen=FIRST_SEEN)) == Verdict(
             zombie=False, skip="not-terminal"
         )
 
@@ -235,37 +255,37 @@ class TestOtherRules:
     def test_precedence_ignores_listing_order(self) -> None:
         rules = RuleSet((Rule("failed", 1), Rule("evicted", 2)))
         assert rules.names == ("evicted", "failed")
-        verdict = classify(snapshot(reason="Evicted"), rules, first_seen=FIRST_SEEN)
+        verdict = judge(snapshot(reason="Evicted"), rules, first_seen=FIRST_SEEN)
         assert verdict.rule == "evicted"
 
     def test_zero_min_age(self) -> None:
         rules = RuleSet((Rule("node-shutdown", 0),))
-        verdict = classify(snapshot(reason="Terminated"), rules, first_seen=FIRST_SEEN)
+        verdict = judge(snapshot(reason="Terminated"), rules, first_seen=FIRST_SEEN)
         assert verdict.due == FIRST_SEEN
-        assert is_due(verdict, FIRST_SEEN)
+        assert due_at(verdict, FIRST_SEEN)
 
     def test_first_seen_used_without_termination_time(self) -> None:
-        verdict = classify(snapshot(reason="Shutdown"), RuleSet(), first_seen=FIRST_SEEN)
+        verdict = judge(snapshot(reason="Shutdown"), RuleSet(), first_seen=FIRST_SEEN)
         assert verdict.due == FIRST_SEEN + timedelta(seconds=30)
 
     def test_vetoes_order(self) -> None:
         pod = snapshot(reason="Terminated", deleting=True, keep=True, owner_kind="Job")
         rules = RuleSet(exclude_owner_kinds=frozenset({"Job"}))
-        assert classify(pod, rules, first_seen=FIRST_SEEN).skip == "deleting"
+        assert judge(pod, rules, first_seen=FIRST_SEEN).skip == "deleting"
         pod = snapshot(reason="Terminated", keep=True, owner_kind="Job")
-        assert classify(pod, rules, first_seen=FIRST_SEEN).skip == "keep-annotation"
+        assert judge(pod, rules, first_seen=FIRST_SEEN).skip == "keep-annotation"
 
     @pytest.mark.parametrize("kind", ["Job", "job", "JOB", "jOb"])
     def test_owner_kind_case_insensitive(self, kind: str) -> None:
         rules = RuleSet(exclude_owner_kinds=frozenset({"Job"}))
         pod = snapshot(reason="Terminated", owner_kind=kind)
-        assert classify(pod, rules, first_seen=FIRST_SEEN).skip == "owner-excluded"
+        assert judge(pod, rules, first_seen=FIRST_SEEN).skip == "owner-excluded"
         rules = RuleSet(exclude_owner_kinds=frozenset({kind}))
         assert rules.excludes("Job")
 
     def test_bare_pod_not_excluded_by_empty_kind(self) -> None:
         rules = RuleSet(exclude_owner_kinds=frozenset({"Job", ""}))
-        assert classify(snapshot(reason="Terminated"), rules, first_seen=FIRST_SEEN).zombie
+        assert judge(snapshot(reason="Terminated"), rules, first_seen=FIRST_SEEN).zombie
 
 
 class TestTypes:
@@ -298,8 +318,9 @@ class TestTypes:
         with pytest.raises(ValueError, match="unknown rule 'bogus'"):
             Rule("bogus")
 
-    def test_is_due_for_non_zombie(self) -> None:
-        assert not is_due(Verdict(zombie=False, skip="no-rule"), FIRST_SEEN)
+    def test_a_pod_no_rule_matches_is_kept_whenever_asked(self) -> None:
+        judgement = judge(snapshot(reason="Error"), RuleSet(), first_seen=FIRST_SEEN)
+        assert judgement.decision(FIRST_SEEN + timedelta(days=365)) is Decision.KEEP
 
 
 # -- admission rejections of a node that returns under the same name -------------------
@@ -409,7 +430,7 @@ class TestAdmissionRejected:
         self, versions: str, reason: str, message: str
     ) -> None:
         pod = parse_pod(rejected(reason, message))
-        verdict = classify(pod, RuleSet(), first_seen=FIRST_SEEN)
+        verdict = judge(pod, RuleSet(), first_seen=FIRST_SEEN)
         assert verdict.zombie
         assert verdict.rule == "admission-rejected"
         assert verdict.due == FINISHED + timedelta(minutes=5)
@@ -418,7 +439,7 @@ class TestAdmissionRejected:
     def test_only_failed_pods(self, phase: str) -> None:
         # A scheduler's "0/3 nodes are available" leaves a pod Pending: never a zombie.
         pod = parse_pod(rejected("NodeAffinity", "Pod Predicate NodeAffinity failed", phase=phase))
-        assert not classify(pod, RuleSet(), first_seen=FIRST_SEEN).zombie
+        assert not judge(pod, RuleSet(), first_seen=FIRST_SEEN).zombie
 
     @pytest.mark.parametrize(
         ("reason", "message"),
@@ -440,7 +461,7 @@ class TestAdmissionRejected:
     )
     def test_anything_else_is_left_alone(self, reason: str, message: str) -> None:
         pod = parse_pod(rejected(reason, message))
-        verdict = classify(pod, RuleSet(), first_seen=FIRST_SEEN)
+        verdict = judge(pod, RuleSet(), first_seen=FIRST_SEEN)
         assert not verdict.zombie
         assert verdict.skip == "no-rule"
 
@@ -455,12 +476,12 @@ class TestAdmissionRejected:
     def test_vetoes_apply(self, meta: dict[str, Any], skip: str) -> None:
         pod = parse_pod(rejected("OutOfcpu", ADMISSION_TABLE[4][2], **meta))
         rules = RuleSet(exclude_owner_kinds=frozenset({"Job"}))
-        assert classify(pod, rules, first_seen=FIRST_SEEN).skip == skip
+        assert judge(pod, rules, first_seen=FIRST_SEEN).skip == skip
 
     def test_own_min_age(self) -> None:
         pod = parse_pod(rejected("NodeAffinity", ADMISSION_TABLE[0][2]))
         rules = RuleSet((Rule("node-shutdown", 30), Rule("admission-rejected", 90)))
-        assert classify(pod, rules, first_seen=FIRST_SEEN).due == FINISHED + timedelta(seconds=90)
+        assert judge(pod, rules, first_seen=FIRST_SEEN).due == FINISHED + timedelta(seconds=90)
 
     def test_mismatch_says_why(self) -> None:
         rule = Rule("admission-rejected")
@@ -491,14 +512,14 @@ class TestCustomRules:
     def test_matches_reason_message_and_owner(self) -> None:
         rules = RuleSet((Rule("gpu-not-ready", 600, GPU),))
         pod = parse_pod(rejected("UnexpectedAdmissionError", ADMISSION_TABLE[10][2]))
-        verdict = classify(pod, rules, first_seen=FIRST_SEEN)
+        verdict = judge(pod, rules, first_seen=FIRST_SEEN)
         assert verdict.rule == "gpu-not-ready"
         assert verdict.due == FINISHED + timedelta(minutes=10)
         # StatefulSet matches "statefulset": owner kinds compare case-insensitively
         pod = parse_pod(
             rejected("UnexpectedAdmissionError", "x nvidia.com/gpu", owner="StatefulSet")
         )
-        assert classify(pod, rules, first_seen=FIRST_SEEN).rule == "gpu-not-ready"
+        assert judge(pod, rules, first_seen=FIRST_SEEN).rule == "gpu-not-ready"
 
     @pytest.mark.parametrize(
         ("reason", "message", "owner", "why"),
@@ -514,7 +535,7 @@ class TestCustomRules:
         explanation = mismatch(rule, pod)
         assert explanation is not None
         assert explanation.startswith(why)
-        assert not classify(pod, RuleSet((rule,)), first_seen=FIRST_SEEN).zombie
+        assert not judge(pod, RuleSet((rule,)), first_seen=FIRST_SEEN).zombie
 
     def test_pod_without_owner_fails_an_owner_filter(self) -> None:
         assert (
@@ -530,9 +551,9 @@ class TestCustomRules:
         rules = RuleSet((Rule("failed", 1), Rule("mine", 2, catch), Rule("admission-rejected", 3)))
         assert rules.names == ("admission-rejected", "mine", "failed")
         nodeaffinity = parse_pod(rejected("NodeAffinity", ADMISSION_TABLE[0][2]))
-        assert classify(nodeaffinity, rules, first_seen=FIRST_SEEN).rule == "admission-rejected"
+        assert judge(nodeaffinity, rules, first_seen=FIRST_SEEN).rule == "admission-rejected"
         oops = parse_pod(rejected("Oops", "whatever"))
-        assert classify(oops, rules, first_seen=FIRST_SEEN).rule == "mine"
+        assert judge(oops, rules, first_seen=FIRST_SEEN).rule == "mine"
 
     def test_custom_rules_keep_their_listed_order(self) -> None:
         a = Pattern(frozenset({"Failed"}), frozenset({"X"}))
@@ -682,7 +703,7 @@ def test_random_pods_never_crash_and_vetoes_hold(obj: object, rules: RuleSet) ->
         pod = parse_pod(obj)
     except PodParseError:
         return
-    verdict = classify(pod, rules, first_seen=FIRST_SEEN)
+    verdict = judge(pod, rules, first_seen=FIRST_SEEN)
     assert verdict.zombie == (verdict.skip is None)
     if pod.keep or pod.deleting or rules.excludes(pod.owner_kind) or not pod.terminal:
         assert not verdict.zombie
@@ -713,7 +734,7 @@ snapshots = st.builds(
 @settings(max_examples=400, deadline=None)
 @given(pod=snapshots, rules=rule_sets)
 def test_classify_properties(pod: PodSnapshot, rules: RuleSet) -> None:
-    verdict = classify(pod, rules, first_seen=FIRST_SEEN)
+    verdict = judge(pod, rules, first_seen=FIRST_SEEN)
     vetoed = pod.keep or pod.deleting or rules.excludes(pod.owner_kind)
     if vetoed or not pod.terminal:
         assert not verdict.zombie

@@ -125,8 +125,8 @@ class EventRecorder:
         self.bucket = TokenBucket(qps, burst, adaptive=True)
         self.capacity = capacity
         self.flush_timeout = flush_timeout
-        self._on_dropped = on_dropped or (lambda _why, _count: None)
-        self._on_queued = on_queued or (lambda _depth: None)
+        self._on_dropped = on_dropped if on_dropped is not None else (lambda _why, _count: None)
+        self._on_queued = on_queued if on_queued is not None else (lambda _depth: None)
         self._queue: deque[tuple[PodSnapshot, str, datetime]] = deque()
         self._queued_uids: set[str] = set()
         self._ready = anyio.Event()

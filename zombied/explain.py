@@ -243,7 +243,9 @@ async def run_explain(config: Config, out: TextIO | None = None) -> int:
     if config.target is None:
         raise ZombiedError("zombied explain needs NAMESPACE/POD")
     namespace, name = config.target
-    async with open_kube(config.kubeconfig, config.context, pool_size=2) as kube:
+    async with open_kube(
+        config.kubeconfig, config.context, pool_size=2, report_access=False
+    ) as kube:
         obj = await read_pod(kube, namespace, name)
     try:
         explanation = explain(obj, config, datetime.now(UTC))

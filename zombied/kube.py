@@ -276,12 +276,14 @@ class Permissions:
 
     Every request's outcome is recorded here (`Kube` does it), so a refusal is logged
     once, when it starts, and once more when the rule works again, whoever made the
-    request; ``/readyz`` lists what is refused now.
+    request; ``/readyz`` lists what is refused now. Without ``report`` it only keeps
+    count, for a command that reports the failing request itself.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, report: bool = True) -> None:
         self._refused: dict[str, str] = {}  # missing rule -> the server's message
         self._rejected: str | None = None
+        self._report = report
 
     def problems(self) -> list[str]:
         """What stops zombied from working, one line each; empty when nothing does."""
@@ -293,7 +295,7 @@ class Permissions:
     def refused(self, error: ApiError) -> None:
         """The server answered 401 or 403 to ``error.request``."""
         if error.kind is Kind.UNAUTHORIZED:
-            if self._rejected is None:
+            if self._rejected is None and self._report:
                 log.error(
                     "api.unauthorized",
                     request=str(error.request),
@@ -303,7 +305,7 @@ class Permissions:
             self._rejected = error.message or error.reason
             return
         rule = error.request.rule
-        if rule not in self._refused:
+        if rule not in self._refused and self._report:
             log.error(
                 "api.forbidden",
                 request=str(error.request),
@@ -316,8 +318,9 @@ class Permissions:
         """The server accepted ``request`` (or answered it on its merits)."""
         if self._rejected is not None:
             self._rejected = None
-            log.info("api.authorized", request=str(request))
-        if self._refused and self._refused.pop(request.rule, None) is not None:
+            if self._report:
+                log.info("api.authorized", request=str(request))
+        if self._refused and self._refused.pop(request.rule, None) is not None and self._report:
             log.info("api.permitted", rule=request.rule)
 
 
@@ -419,12 +422,14 @@ class Kube:
         credentials: Credentials,
         *,
         on_failure: Callable[[str, int], None] | None = None,
+        report_access: bool = True,
     ) -> None:
-        """``on_failure(verb, code)`` counts every failed request (code 0: no answer)."""
+        """``on_failure(verb, code)`` counts every failed request (code 0: no answer);
+        ``report_access`` logs refusals as they start and end (see `Permissions`)."""
         self.api = api
         self.credentials = credentials
-        self.permissions = Permissions()
-        self._on_failure = on_failure or (lambda _verb, _code: None)
+        self.permissions = Permissions(report=report_access)
+        self._on_failure = on_failure if on_failure is not None else (lambda _verb, _code: None)
         configuration = api.configuration
         self._base = str(configuration.host).rstrip("/")
         self._session: aiohttp.ClientSession = api.rest_client.pool_manager
@@ -546,6 +551,7 @@ async def open_kube(
     *,
     pool_size: int = 100,
     on_failure: Callable[[str, int], None] | None = None,
+    report_access: bool = True,
 ) -> AsyncIterator[Kube]:
     """Yield a `Kube` for the cluster and close it on exit.
 
@@ -583,7 +589,7 @@ async def open_kube(
     _resolve_env_proxy(configuration)
     api = client.ApiClient(configuration)
     _stop_env_lookups(api)
-    kube = Kube(api, credentials, on_failure=on_failure)
+    kube = Kube(api, credentials, on_failure=on_failure, report_access=report_access)
     try:
         yield kube
     finally:

@@ -84,7 +84,7 @@ class Leadership:
         self._until = math.inf
         self._changed = anyio.Event()
         self._acting: set[anyio.CancelScope] = set()
-        self._on_change = on_change or (lambda _leading: None)
+        self._on_change = on_change if on_change is not None else (lambda _leading: None)
         #: Terms begun so far.
         self.terms = 0
 

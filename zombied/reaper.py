@@ -154,8 +154,10 @@ class Reaper:
         self.leadership = leadership if leadership is not None else Leadership()
         self.delete_timeout = delete_timeout
         self._now = now if now is not None else (lambda: datetime.now(UTC))
-        self._on_answer = on_answer or (lambda _rule, _outcome, _code, _seconds: None)
-        self._on_rate = on_rate or (lambda _qps: None)
+        self._on_answer = (
+            on_answer if on_answer is not None else (lambda _rule, _outcome, _code, _seconds: None)
+        )
+        self._on_rate = on_rate if on_rate is not None else (lambda _qps: None)
         self._reported_rate = self.bucket.qps
         self._on_rate(self._reported_rate)
 

@@ -166,7 +166,9 @@ async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = N
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     pool = pool_size(watches=0, workers=config.max_in_flight)
-    async with open_kube(config.kubeconfig, config.context, pool_size=pool) as kube:
+    async with open_kube(
+        config.kubeconfig, config.context, pool_size=pool, report_access=False
+    ) as kube:
         zombies, not_due = await _find(kube, config)
         if config.delete and zombies:
             await _reap(kube, config, zombies)

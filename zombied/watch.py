@@ -240,8 +240,8 @@ class Watcher:
         self._kube = kube
         self._backoff = backoff if backoff is not None else Backoff()
         self._rng = rng if rng is not None else random.Random()
-        self._on_synced = on_synced or (lambda _label, _synced: None)
-        self._on_restart = on_restart or (lambda _label, _relist: None)
+        self._on_synced = on_synced if on_synced is not None else (lambda _label, _synced: None)
+        self._on_restart = on_restart if on_restart is not None else (lambda _label, _relist: None)
         self._resource_version: str | None = None
         self._log = log.bind(scope=scope.label)
 

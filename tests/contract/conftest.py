@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from zombied.kube import open_api_client
 
 from kubesim import Simulator
 from tests.helpers import eventually
@@ -94,7 +93,7 @@ def sim_only(server: Server) -> Simulator:
 
 @pytest.fixture
 async def api(server: Server) -> AsyncIterator[ApiClient]:
-    async with open_api_client(str(server.kubeconfig)) as api_client:
+    async with await config.new_client_from_config(str(server.kubeconfig)) as api_client:
         yield api_client
 
 

@@ -18,10 +18,9 @@ from pathlib import Path
 import anyio
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from zombied.kube import open_api_client
 
 from kubesim import Simulator
 from tests.contract.conftest import Server, make_pod, real_kubeconfig, server_params
@@ -86,7 +85,7 @@ async def server(
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def api(server: Server) -> AsyncIterator[ApiClient]:
-    async with open_api_client(str(server.kubeconfig)) as api_client:
+    async with await config.new_client_from_config(str(server.kubeconfig)) as api_client:
         yield api_client
 
 

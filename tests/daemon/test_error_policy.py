@@ -10,12 +10,12 @@ from typing import Any
 import anyio
 import pytest
 from zombied.daemon import Daemon
-from zombied.kube import open_api_client
+from zombied.kube import open_kube
 from zombied.pod import parse_pod
 from zombied.reaper import Action, Reaper
 
 from kubesim import Simulator
-from tests.daemon.buggy_run import classify as buggy_classify
+from tests.daemon.buggy_run import judge as buggy_judge
 from tests.daemon.capture import captured_logs
 from tests.daemon.conftest import ConfigFactory
 from tests.daemon.pods import zombie
@@ -71,7 +71,7 @@ async def test_a_bug_in_classification_ends_the_process_non_zero(
 async def test_a_bug_fails_liveness_and_ends_the_daemon(
     sim: Simulator, config: ConfigFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("zombied.cache.classify", buggy_classify)
+    monkeypatch.setattr("zombied.cache.judge", buggy_judge)
     with captured_logs() as logs, pytest.raises(ExceptionGroup) as raised:  # noqa: PT012
         async with Daemon(config()) as daemon:
             await eventually(daemon.ready)
@@ -102,8 +102,8 @@ async def test_a_500_on_delete_is_retried(sim: Simulator, config: ConfigFactory)
 async def test_a_timed_out_delete_is_retried(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("slow")))
     slow = sim.faults.add_latency("delete", "pods", 5.0)
-    async with open_api_client(str(kubeconfig), None) as api:
-        reaper = Reaper(api, delete_timeout=0.2)
+    async with open_kube(str(kubeconfig)) as kube:
+        reaper = Reaper(kube, delete_timeout=0.2)
         outcome = await reaper.delete(snapshot, "node-shutdown")
         assert (outcome.code, outcome.action) == (0, Action.BACKOFF)
         sim.faults.remove(slow)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import anyio
-from prometheus_client import REGISTRY
 from zombied.events import EventRecorder
-from zombied.kube import open_api_client
+from zombied.kube import open_kube
 from zombied.pod import parse_pod
 from zombied.reaper import Reaper
 
@@ -17,14 +17,16 @@ from tests.daemon.pods import zombie
 from tests.helpers import eventually
 
 
-def dropped(reason: str) -> float:
-    labels = {"reason": reason}
-    return REGISTRY.get_sample_value("zombied_events_dropped_total", labels) or 0.0
+class Drops(Counter[str]):
+    """The ``on_dropped`` callback of a recorder: Events not written, by why."""
+
+    def __call__(self, why: str, count: int) -> None:
+        self[why] += count
 
 
 async def test_events_are_written_after_the_deletes(sim: Simulator, kubeconfig: Path) -> None:
     pods = [parse_pod(sim.store.create("pods", zombie(f"z-{i}"))) for i in range(5)]
-    async with open_api_client(str(kubeconfig), None) as api, EventRecorder(api) as events:
+    async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
         reaper = Reaper(api, qps=100, burst=10, events=events)
         for snapshot in pods:
             assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "deleted"
@@ -36,7 +38,7 @@ async def test_events_are_written_after_the_deletes(sim: Simulator, kubeconfig: 
 
 async def test_one_event_per_pod_while_queued(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
-    async with open_api_client(str(kubeconfig), None) as api, EventRecorder(api) as events:
+    async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
         assert events.record(snapshot, "node-shutdown")
         assert not events.record(snapshot, "node-shutdown")
     assert len(sim.store.list("events", "team-a")) == 1
@@ -44,15 +46,15 @@ async def test_one_event_per_pod_while_queued(sim: Simulator, kubeconfig: Path) 
 
 async def test_a_full_queue_drops_and_counts(sim: Simulator, kubeconfig: Path) -> None:
     pods = [parse_pod(sim.store.create("pods", zombie(f"z-{i}"))) for i in range(5)]
-    before = dropped("queue_full")
+    drops = Drops()
     async with (
-        open_api_client(str(kubeconfig), None) as api,
-        EventRecorder(api, capacity=2) as events,
+        open_kube(str(kubeconfig)) as api,
+        EventRecorder(api, capacity=2, on_dropped=drops) as events,
     ):
         # No await in between: the sender cannot take anything off the queue.
         queued = [events.record(snapshot, "node-shutdown") for snapshot in pods]
     assert queued == [True, True, False, False, False]
-    assert dropped("queue_full") == before + 3
+    assert drops == {"queue_full": 3}
     assert len(sim.store.list("events", "team-a")) == 2
 
 
@@ -61,10 +63,10 @@ async def test_a_hanging_events_api_never_holds_up_a_delete(
 ) -> None:
     pods = [parse_pod(sim.store.create("pods", zombie(f"z-{i}"))) for i in range(10)]
     sim.faults.add_latency("create", "events", seconds=3600)
-    before = dropped("shutdown")
+    drops = Drops()
     async with (
-        open_api_client(str(kubeconfig), None) as api,
-        EventRecorder(api, flush_timeout=0.2) as events,
+        open_kube(str(kubeconfig)) as api,
+        EventRecorder(api, flush_timeout=0.2, on_dropped=drops) as events,
     ):
         reaper = Reaper(api, qps=100, burst=10, events=events)
         with anyio.fail_after(30):  # a generous bound: the Event would hang for an hour
@@ -73,7 +75,7 @@ async def test_a_hanging_events_api_never_holds_up_a_delete(
         assert all(sim.store.get("pods", "team-a", p.name) is None for p in pods)
         assert sim.store.list("events", "team-a") == []
     # The first Event was cut off in flight, the other nine were still queued.
-    assert dropped("shutdown") == before + 10
+    assert drops == {"shutdown": 10}
 
 
 async def test_a_throttled_event_is_dropped_counted_and_slows_the_events(
@@ -81,17 +83,17 @@ async def test_a_throttled_event_is_dropped_counted_and_slows_the_events(
 ) -> None:
     pods = [parse_pod(sim.store.create("pods", zombie(f"z-{i}"))) for i in range(2)]
     sim.faults.add_error("create", "events", status=429, retry_after=1, count=1)
-    before = dropped("failed")
+    drops = Drops()
     with captured_logs() as logs:
         async with (
-            open_api_client(str(kubeconfig), None) as api,
-            EventRecorder(api, qps=20) as events,
+            open_kube(str(kubeconfig)) as api,
+            EventRecorder(api, qps=20, on_dropped=drops) as events,
         ):
             for snapshot in pods:
                 events.record(snapshot, "node-shutdown")
             await eventually(lambda: len(sim.store.list("events", "team-a")) == 1)
             assert events.bucket.rate() < 20
-    assert dropped("failed") == before + 1
+    assert drops == {"failed": 1}
     (failed,) = [entry for entry in logs if entry["event"] == "event.failed"]
     assert failed["code"] == 429
 
@@ -99,8 +101,27 @@ async def test_a_throttled_event_is_dropped_counted_and_slows_the_events(
 async def test_pushback_on_deletes_slows_the_events_too(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
     sim.faults.add_error("delete", "pods", status=429, retry_after=1, count=1)
-    async with open_api_client(str(kubeconfig), None) as api, EventRecorder(api) as events:
+    async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
         before = events.bucket.rate()
         outcome = await Reaper(api, events=events).delete(snapshot, "node-shutdown")
         assert outcome.code == 429
         assert events.bucket.rate() < before
+
+
+async def test_a_drain_writes_the_queued_events_before_it_returns(
+    sim: Simulator, kubeconfig: Path
+) -> None:
+    pods = [parse_pod(sim.store.create("pods", zombie(f"z-{i}"))) for i in range(3)]
+    drops = Drops()
+    with captured_logs() as logs:
+        async with (
+            open_kube(str(kubeconfig)) as api,
+            EventRecorder(api, on_dropped=drops) as events,
+        ):
+            for snapshot in pods:
+                events.record(snapshot, "node-shutdown")
+            await events.drain(10.0)
+            assert len(sim.store.list("events", "team-a")) == 3
+            assert not events.record(pods[0], "node-shutdown")  # closed for new Events
+    assert drops == {"queue_full": 1}
+    assert not [entry for entry in logs if entry["event"] == "event.dropped"]

@@ -14,15 +14,12 @@ from zombied.cli import main
 from zombied.config import DryRun
 from zombied.errors import PermissionDenied, ZombiedError
 from zombied.explain import (
-    ACTION_DELETE,
-    ACTION_KEEP,
-    ACTION_WAIT,
     RENDERERS,
     as_json,
     explain,
     run_explain,
 )
-from zombied.rules import Rule, RuleSet
+from zombied.rules import Decision, Rule, RuleSet
 
 from kubesim import Simulator
 from kubesim.rbac import PolicyRule
@@ -63,7 +60,7 @@ class TestVerdicts:
     def test_due_zombie_is_deleted_now(self, config: ConfigFactory) -> None:
         cfg = config(rules=DEFAULT_RULES)
         result = as_json(explain(admission("web-1"), cfg, NOW))
-        assert result["action"] == ACTION_DELETE
+        assert result["action"] == Decision.DELETE
         assert result["verdict"]["rule"] == "admission-rejected"
         assert result["summary"].startswith("delete it now: rule admission-rejected matches")
         rules = checks(result)
@@ -80,9 +77,9 @@ class TestVerdicts:
         terminated = obj["status"]["containerStatuses"][0]["state"]["terminated"]
         terminated["finishedAt"] = finished.strftime("%Y-%m-%dT%H:%M:%SZ")
         explanation = explain(obj, cfg, NOW)
-        assert explanation.action == ACTION_WAIT
-        assert explanation.verdict.due == NOW + timedelta(seconds=540)
-        assert explanation.since == finished
+        assert explanation.action == Decision.WAIT
+        assert explanation.judgement.due == NOW + timedelta(seconds=540)
+        assert explanation.judgement.since == finished
         assert explanation.summary.endswith(
             "(in 9m): rule node-shutdown matches, min age not yet reached"
         )
@@ -91,9 +88,9 @@ class TestVerdicts:
         cfg = config(rules=RuleSet((Rule("node-shutdown", 30.0),)))
         obj = stored(zombie("web-3", finished_ago=None))
         explanation = explain(obj, cfg, NOW)
-        assert not explanation.since_known
-        assert explanation.action == ACTION_WAIT
-        assert explanation.verdict.due == NOW + timedelta(seconds=30)
+        assert not explanation.judgement.since_known
+        assert explanation.action == Decision.WAIT
+        assert explanation.judgement.due == NOW + timedelta(seconds=30)
         assert "unknown: timed from when zombied first sees" in RENDERERS["table"](explanation)
 
     @pytest.mark.parametrize(
@@ -106,7 +103,7 @@ class TestVerdicts:
     def test_vetoes(self, config: ConfigFactory, change: dict[str, Any], veto: str) -> None:
         cfg = config(rules=RuleSet((Rule("node-shutdown", 0.0),), frozenset({"Job"})))
         result = as_json(explain(stored(zombie("web-4", **change)), cfg, NOW))
-        assert result["action"] == ACTION_KEEP
+        assert result["action"] == Decision.KEEP
         assert vetoes(result)[veto]
         assert result["summary"].startswith(f"keep: vetoed by {veto}")
         # the rule still says it matches: the veto, not the rule, keeps the pod
@@ -118,7 +115,7 @@ class TestVerdicts:
         result = as_json(explain(obj, config(), NOW))
         assert vetoes(result)["deleting"]
         assert result["verdict"]["skip"] == "deleting"
-        assert result["action"] == ACTION_KEEP
+        assert result["action"] == Decision.KEEP
 
     @pytest.mark.parametrize(
         ("settings", "why"),
@@ -132,7 +129,7 @@ class TestVerdicts:
     def test_out_of_scope(self, config: ConfigFactory, settings: dict[str, Any], why: str) -> None:
         result = as_json(explain(stored(zombie("web-6")), config(**settings), NOW))
         assert vetoes(result)["out-of-scope"]
-        assert result["action"] == ACTION_KEEP
+        assert result["action"] == Decision.KEEP
         assert why in result["summary"]
         # classify alone would delete it: only the scope keeps it
         assert result["verdict"]["zombie"]
@@ -144,12 +141,12 @@ class TestVerdicts:
         assert (
             checks(result)["node-shutdown"]["whyNot"] == "phase Running is not Failed or Succeeded"
         )
-        assert result["action"] == ACTION_KEEP
+        assert result["action"] == Decision.KEEP
 
     def test_no_rule_matches(self, config: ConfigFactory) -> None:
         obj = stored(pod("crash", phase="Failed", reason="Error", message="boom"))
         result = as_json(explain(obj, config(rules=DEFAULT_RULES), NOW))
-        assert result["action"] == ACTION_KEEP
+        assert result["action"] == Decision.KEEP
         assert result["summary"] == "keep: no enabled rule matches"
         assert [r["matches"] for r in result["rules"]] == [False, False]
 
@@ -189,7 +186,7 @@ async def test_reads_the_pod_once_and_writes_nothing(sim: Simulator, config: Con
     assert await run_explain(cfg, out) == 0
     result = json.loads(out.getvalue())
     assert result["pod"]["reason"] == "UnexpectedAdmissionError"
-    assert result["action"] == ACTION_DELETE
+    assert result["action"] == Decision.DELETE
     assert [(r.verb, r.resource) for r in sim.requests] == [("get", "pods")]
 
 
@@ -214,7 +211,7 @@ async def test_server_error_is_one_line_failure(sim: Simulator, config: ConfigFa
     sim.store.create("pods", stored(zombie("web-1")))
     sim.faults.add_error("get", "pods", status=500)
     cfg = config(target=("team-a", "web-1"))
-    with pytest.raises(ZombiedError, match=r"^cannot read pod team-a/web-1 \(HTTP 500\): "):
+    with pytest.raises(ZombiedError, match=r"^cannot get pod team-a/web-1 \(HTTP 500\): "):
         await run_explain(cfg, io.StringIO())
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 from aiohttp import web
 from zombied.cache import PodCache
-from zombied.kube import open_api_client
+from zombied.kube import open_kube
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
 from zombied.watch import Scope, Watcher
@@ -30,8 +30,8 @@ async def watching(
     async with pod_server(script, watches) as port:
         kubeconfig = kubeconfig_for(port, tmp_path / "kubeconfig")
         cache = PodCache(RuleSet((Rule("node-shutdown", 0.0),)), WorkQueue())
-        async with open_api_client(str(kubeconfig), None) as api:
-            watcher = Watcher(api, Scope(None), cache, **options)
+        async with open_kube(str(kubeconfig)) as kube:
+            watcher = Watcher(kube, Scope(None), cache, **options)
             async with anyio.create_task_group() as tg:
                 await tg.start(watcher.run)
                 yield watcher, cache, watches

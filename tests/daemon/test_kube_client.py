@@ -9,8 +9,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from kubernetes_asyncio import client
-from zombied.kube import open_api_client, user_agent
+from zombied.kube import Request, open_kube, user_agent
 from zombied.pod import parse_pod
 from zombied.reaper import Reaper
 
@@ -79,15 +78,14 @@ async def test_every_request_carries_the_user_agent_and_honours_http_proxy(
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
-    async with open_api_client(str(kubeconfig), None) as api:
-        core = client.CoreV1Api(api)
-        await core.list_namespaced_pod("team-a")
-        watch = await core.list_namespaced_pod(
-            "team-a", watch=True, timeout_seconds=1, _preload_content=False
-        )
-        async with watch:
-            await watch.read()
-        assert (await Reaper(api).delete(snapshot, "node-shutdown")).outcome == "deleted"
+    async with open_kube(str(kubeconfig)) as kube:
+        await kube.request(Request("list", "pods", "team-a"), timeout=10)
+        query = {"watch": "true", "timeoutSeconds": 1}
+        async with kube.stream(
+            Request("watch", "pods", "team-a"), query=query, connect_timeout=10
+        ) as lines:
+            await lines.read()
+        assert (await Reaper(kube).delete(snapshot, "node-shutdown")).outcome == "deleted"
     assert [(method, path) for method, path, _ in proxy.seen] == [
         ("GET", "/api/v1/namespaces/team-a/pods"),
         ("GET", "/api/v1/namespaces/team-a/pods"),
@@ -101,8 +99,8 @@ async def test_no_proxy_excludes_the_api_server(
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    async with open_api_client(str(kubeconfig), None) as api:
-        await client.CoreV1Api(api).list_namespaced_pod("team-a")
+    async with open_kube(str(kubeconfig)) as kube:
+        await kube.request(Request("list", "pods", "team-a"), timeout=10)
     assert proxy.seen == []
     assert any(r.verb == "list" for r in sim.requests)
 
@@ -116,6 +114,6 @@ async def test_a_netrc_entry_for_the_api_server_is_not_read(
     netrc.write_text("machine 127.0.0.1 login someone password secret\n", encoding="utf-8")
     netrc.chmod(0o600)
     monkeypatch.setenv("NETRC", str(netrc))
-    async with open_api_client(str(kubeconfig), None) as api:
-        pods = await client.CoreV1Api(api).list_namespaced_pod("team-a")
-    assert pods.items == []
+    async with open_kube(str(kubeconfig)) as kube:
+        pods = await kube.request(Request("list", "pods", "team-a"), timeout=10)
+    assert pods["items"] == []

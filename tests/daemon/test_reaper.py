@@ -8,12 +8,11 @@ from urllib.parse import parse_qs
 
 import anyio
 import pytest
-from prometheus_client import REGISTRY
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
 from zombied.config import DryRun
 from zombied.events import EventRecorder
-from zombied.kube import open_api_client
+from zombied.kube import open_kube
 from zombied.leader import Leadership
 from zombied.pod import parse_pod
 from zombied.queue import WorkQueue
@@ -28,9 +27,11 @@ from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import eventually
 
 
-def reaped(rule: str, outcome: str) -> float:
-    labels = {"rule": rule, "outcome": outcome}
-    return REGISTRY.get_sample_value("zombied_pods_reaped_total", labels) or 0.0
+class Answers(list[tuple[str, str, int]]):
+    """The ``on_answer`` callback of a reaper: (rule, outcome, code) of each attempt."""
+
+    def __call__(self, rule: str, outcome: str, code: int, _seconds: float | None) -> None:
+        self.append((rule, outcome, code))
 
 
 def delete_queries(sim: Simulator) -> list[dict[str, list[str]]]:
@@ -42,12 +43,12 @@ async def test_deletes_with_uid_precondition_and_records_event(
 ) -> None:
     obj = sim.store.create("pods", zombie("web-1", node="spot-3"))
     snapshot = parse_pod(obj)
-    before = reaped("node-shutdown", "deleted")
+    answers = Answers()
     async with (
-        open_api_client(str(kubeconfig), None) as api,
+        open_kube(str(kubeconfig)) as api,
         EventRecorder(api, identity="test-replica") as events,
     ):
-        reaper = Reaper(api, qps=100, burst=10, identity="test-replica", events=events)
+        reaper = Reaper(api, qps=100, burst=10, events=events, on_answer=answers)
         with captured_logs() as logs:
             outcome = await reaper.delete(snapshot, "node-shutdown")
     assert outcome.outcome == "deleted"
@@ -55,7 +56,7 @@ async def test_deletes_with_uid_precondition_and_records_event(
     (record,) = sim.deleted
     assert record.obj["metadata"]["uid"] == snapshot.uid
     assert not record.dry_run
-    assert reaped("node-shutdown", "deleted") == before + 1
+    assert answers == [("node-shutdown", "deleted", 200)]
     (line,) = [entry for entry in logs if entry["event"] == "pod.reaped"]
     assert line["namespace"] == "team-a"
     assert line["pod"] == "web-1"
@@ -78,7 +79,7 @@ async def test_replacement_with_same_name_survives(sim: Simulator, kubeconfig: P
     old = parse_pod(sim.store.create("pods", zombie("db-0", owner=("StatefulSet", "db"))))
     sim.store.delete("pods", "team-a", "db-0")
     sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         with captured_logs() as logs:
             outcome = await Reaper(api).delete(old, "node-shutdown")
     assert outcome.outcome == "conflict"
@@ -94,7 +95,7 @@ async def test_replacement_with_same_name_survives(sim: Simulator, kubeconfig: P
 async def test_missing_pod_is_gone(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("gone")))
     sim.store.delete("pods", "team-a", "gone")
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         outcome = await Reaper(api).delete(snapshot, "node-shutdown")
     assert (outcome.outcome, outcome.code) == ("gone", 404)
     assert not outcome.failed
@@ -102,7 +103,7 @@ async def test_missing_pod_is_gone(sim: Simulator, kubeconfig: Path) -> None:
 
 async def test_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         with captured_logs() as logs:
             outcome = await Reaper(api, dry_run=DryRun.SERVER).delete(snapshot, "node-shutdown")
     assert outcome.outcome == "dry_run"
@@ -116,7 +117,7 @@ async def test_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) 
 
 async def test_client_dry_run_sends_nothing(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         outcome = await Reaper(api, dry_run=DryRun.CLIENT).delete(snapshot, "node-shutdown")
     assert outcome.outcome == "dry_run"
     assert delete_queries(sim) == []
@@ -132,7 +133,7 @@ async def test_transient_failures(
 ) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("flaky")))
     sim.faults.add_error("delete", "pods", status=status, retry_after=retry_after, count=1)
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         reaper = Reaper(api)
         outcome = await reaper.delete(snapshot, "node-shutdown")
         assert (outcome.code, outcome.action, outcome.retry_after) == (status, action, retry_after)
@@ -146,14 +147,15 @@ async def test_forbidden_delete_names_the_rule_once(sim: Simulator, tmp_path: Pa
     kubeconfig = sim.write_kubeconfig(tmp_path / "kc", token=token)
     first = parse_pod(sim.store.create("pods", zombie("a")))
     second = parse_pod(sim.store.create("pods", zombie("b")))
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         reaper = Reaper(api)
         with captured_logs() as logs:
             one = await reaper.delete(first, "node-shutdown")
             two = await reaper.delete(second, "node-shutdown")
-    assert one.action is two.action is Action.FORBIDDEN
-    assert reaper.forbidden == {"team-a": "delete pods in namespace team-a"}
-    forbidden = [entry for entry in logs if entry["event"] == "reaper.forbidden"]
+        problems = api.permissions.problems()
+    assert one.action is two.action is Action.BACKOFF
+    assert problems == ["forbidden, missing RBAC rule: delete pods in namespace team-a"]
+    forbidden = [entry for entry in logs if entry["event"] == "api.forbidden"]
     assert len(forbidden) == 1
     assert forbidden[0]["missing_rule"] == "delete pods in namespace team-a"
     assert sim.store.get("pods", "team-a", "a") is not None
@@ -163,15 +165,15 @@ async def test_event_failure_is_not_fatal(sim: Simulator, kubeconfig: Path) -> N
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
     sim.faults.add_error("create", "events", status=403, count=1)
     with captured_logs() as logs:
-        async with open_api_client(str(kubeconfig), None) as api, EventRecorder(api) as events:
+        async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
             outcome = await Reaper(api, events=events).delete(snapshot, "node-shutdown")
     assert outcome.outcome == "deleted"
-    assert any(entry["event"] == "event.forbidden" for entry in logs)
+    assert any(entry["event"] == "api.forbidden" for entry in logs)
 
 
 async def test_standby_does_not_delete(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         outcome = await Reaper(api, leadership=Leadership(False)).delete(snapshot, "node-shutdown")
     assert outcome.action is Action.ABANDONED
     assert delete_queries(sim) == []
@@ -181,7 +183,7 @@ async def test_losing_leadership_cancels_in_flight_delete(sim: Simulator, kubeco
     snapshot = parse_pod(sim.store.create("pods", zombie("slow")))
     sim.faults.add_latency("delete", "pods", 30.0)
     leadership = Leadership(True)
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         reaper = Reaper(api, leadership=leadership)
         outcomes = []
 
@@ -203,7 +205,7 @@ async def test_workers_re_evaluate_the_newest_snapshot(sim: Simulator, kubeconfi
     due = parse_pod(sim.store.create("pods", zombie("due")))
     kept = parse_pod(sim.store.create("pods", zombie("kept")))
     later = parse_pod(sim.store.create("pods", evicted("later")))
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         reaper = Reaper(api)
         for snapshot in (due, kept, later):
             cache.upsert(snapshot)
@@ -237,7 +239,7 @@ async def test_failures_back_off_in_the_queue_until_done(sim: Simulator, kubecon
     for name in ("flaky", "vanishing"):
         cache.upsert(parse_pod(sim.store.create("pods", zombie(name))))
     sim.faults.add_error("delete", "pods", status=503, count=4)
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         reaper = Reaper(api)
 
         async def attempt() -> str:
@@ -260,23 +262,19 @@ async def test_failures_back_off_in_the_queue_until_done(sim: Simulator, kubecon
     assert len(queue) == 0
 
 
-def delete_rate() -> float:
-    return REGISTRY.get_sample_value("zombied_delete_rate") or 0.0
-
-
 @pytest.mark.parametrize(("status", "retry_after"), [(429, 1), (429, None), (503, None)])
 async def test_pushback_lowers_the_delete_rate_at_once(
     sim: Simulator, kubeconfig: Path, status: int, retry_after: float | None
 ) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
     sim.faults.add_error("delete", "pods", status=status, retry_after=retry_after, count=1)
-    async with open_api_client(str(kubeconfig), None) as api:
-        reaper = Reaper(api, qps=20, burst=20)
-        assert delete_rate() == 20
+    async with open_kube(str(kubeconfig)) as api:
+        rates: list[float] = []
+        reaper = Reaper(api, qps=20, burst=20, on_rate=rates.append)
         outcome = await reaper.delete(snapshot, "node-shutdown")
         assert outcome.code == status
         assert reaper.bucket.rate() == pytest.approx(14)
-        assert delete_rate() == pytest.approx(14)
+        assert rates == [20, pytest.approx(14)]
         # The next answer is a success: no further cut, the pod goes.
         assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "deleted"
         assert reaper.bucket.pace is not None
@@ -286,7 +284,7 @@ async def test_pushback_lowers_the_delete_rate_at_once(
 async def test_a_conflict_or_gone_does_not_slow_down(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
     sim.store.delete("pods", "team-a", "z")
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         reaper = Reaper(api, qps=20, burst=20)
         assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "gone"
         assert reaper.bucket.rate() == 20
@@ -300,7 +298,7 @@ async def test_a_throttled_key_comes_back_after_retry_after_plus_jitter(
     cache.upsert(parse_pod(sim.store.create("pods", zombie("z"))))
     sim.faults.add_error("delete", "pods", status=429, retry_after=2, count=1)
     key = await queue.get()
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         sent = asyncio.get_running_loop().time()
         outcome = await Reaper(api).process(key, cache, queue)
         answered = asyncio.get_running_loop().time()

@@ -125,5 +125,5 @@ async def test_unreachable_server_is_a_one_line_failure(
     sim: Simulator, config: ConfigFactory
 ) -> None:
     sim.faults.add_error("list", "pods", status=503)
-    with pytest.raises(ZombiedError, match=r"cannot list pods in the cluster \(HTTP 503\)"):
+    with pytest.raises(ZombiedError, match=r"cannot list pods in every namespace \(HTTP 503\)"):
         await run_scan(sim, config)

@@ -1,17 +1,16 @@
-"""The pure parts of the watch: event lines, scopes, selectors and RBAC wording."""
+"""The pure parts of the watch and of requests: event lines, scopes, RBAC wording."""
 
 import json
 
 import pytest
-from zombied.kube import rbac_rule
+from zombied.kube import ApiError, Kind, Request, kind_of
+from zombied.rules import Selection
 from zombied.watch import (
     CLUSTER_SCOPE,
     TERMINAL_FIELD_SELECTOR,
     EventParseError,
     Scope,
     parse_event,
-    peek_event,
-    request_args,
     scopes_for,
 )
 
@@ -21,76 +20,24 @@ def line(kind: object, obj: object) -> bytes:
 
 
 def test_added_event_carries_object_and_resource_version() -> None:
-    event = parse_event(line("ADDED", {"metadata": {"name": "a", "resourceVersion": "12"}}))
-    assert event.type == "ADDED"
-    assert event.resource_version == "12"
+    event = parse_event(line("ADDED", {"metadata": {"name": "a", "resourceVersion": "12"}}) + b"\n")
+    assert (event.type, event.resource_version) == ("ADDED", "12")
     assert event.object["metadata"]["name"] == "a"
 
 
 def test_bookmark_needs_resource_version() -> None:
-    assert (
-        parse_event(line("BOOKMARK", {"metadata": {"resourceVersion": "9"}})).resource_version
-        == "9"
-    )
+    event = parse_event(line("BOOKMARK", {"metadata": {"resourceVersion": "9"}}))
+    assert event.resource_version == "9"
     with pytest.raises(EventParseError, match="BOOKMARK"):
         parse_event(line("BOOKMARK", {"metadata": {}}))
 
 
-def test_error_event_keeps_status_object() -> None:
-    event = parse_event(line("ERROR", {"kind": "Status", "code": 410}))
-    assert event.type == "ERROR"
-    assert event.resource_version is None
-    assert event.object["code"] == 410
-
-
-def test_a_deleted_event_is_read_from_its_metadata() -> None:
-    meta = {"namespace": "ns", "name": "a", "uid": "u-1", "resourceVersion": "12"}
-    head = peek_event(line("DELETED", {"metadata": meta, "spec": {"nodeName": "n"}}))
-    assert head is not None
-    assert (head.type, head.namespace, head.name, head.uid) == ("DELETED", "ns", "a", "u-1")
-    assert head.resource_version == "12"
-
-
-def test_a_pod_being_deleted_is_read_from_its_metadata() -> None:
-    meta = {"namespace": "ns", "name": "a", "deletionTimestamp": "2026-01-01T00:00:00Z"}
-    head = peek_event(line("MODIFIED", {"metadata": meta, "status": {"phase": "Failed"}}))
-    assert head is not None
-    assert (head.type, head.namespace, head.name, head.uid) == ("MODIFIED", "ns", "a", None)
-
-
-def test_an_empty_resource_version_is_none_as_the_full_parser_has_it() -> None:
-    raw = line("DELETED", {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": ""}})
-    head = peek_event(raw)
-    assert head is not None
-    assert head.resource_version is None
-    assert parse_event(raw).resource_version is None
-
-
-def test_a_bookmark_is_read_from_its_metadata() -> None:
-    head = peek_event(line("BOOKMARK", {"metadata": {"resourceVersion": "9"}}))
-    assert head is not None
-    assert (head.type, head.resource_version) == ("BOOKMARK", "9")
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        # A pod to judge, and what only the full parser can judge or explain.
-        line("MODIFIED", {"metadata": {"namespace": "ns", "name": "a"}}),
-        line("MODIFIED", {"metadata": {"namespace": "ns", "name": "a", "deletionTimestamp": None}}),
-        line("ERROR", {"kind": "Status", "code": 410, "metadata": {}}),
-        line("BOOKMARK", {"metadata": {}}),
-        line("DELETED", {"metadata": {"name": "a"}}),
-        line("DELETED", {"metadata": {"namespace": "ns", "name": 7}}),
-        line("DELETED", {"metadata": "none"}),
-        line("DELETED", "pod"),
-        line(None, {"metadata": {"namespace": "ns", "name": "a"}}),
-        b"not json",
-        b"[1, 2]",
-    ],
-)
-def test_anything_else_is_left_to_the_full_parser(raw: bytes) -> None:
-    assert peek_event(raw) is None
+@pytest.mark.parametrize("version", [5, "", None])
+def test_a_resource_version_that_is_no_string_or_empty_is_none(version: object) -> None:
+    assert (
+        parse_event(line("MODIFIED", {"metadata": {"resourceVersion": version}})).resource_version
+        is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -110,27 +57,64 @@ def test_unusable_lines_are_rejected_with_a_reason(raw: bytes, why: str) -> None
         parse_event(raw)
 
 
-def test_non_string_resource_version_is_ignored() -> None:
-    event = parse_event(line("MODIFIED", {"metadata": {"resourceVersion": 5}}))
-    assert event.resource_version is None
+@pytest.mark.parametrize(
+    ("status", "kind", "code"),
+    [
+        ({"kind": "Status", "code": 410, "reason": "Expired"}, Kind.GONE, 410),
+        ({"kind": "Status", "code": 500, "message": "etcd"}, Kind.TRANSIENT, 500),
+        ({"kind": "Status", "code": "410"}, Kind.TRANSIENT, 0),
+        ({"code": 410}, Kind.TRANSIENT, 0),
+        ("garbage", Kind.TRANSIENT, 0),
+    ],
+)
+def test_a_watch_error_event_is_an_api_error_of_its_status(
+    status: object, kind: Kind, code: int
+) -> None:
+    error = ApiError.from_status(Request("watch", "pods"), status)
+    assert (error.kind, error.code) == (kind, code)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        (0, Kind.TRANSIENT),
+        (400, Kind.INVALID),
+        (401, Kind.UNAUTHORIZED),
+        (403, Kind.FORBIDDEN),
+        (404, Kind.NOT_FOUND),
+        (408, Kind.TRANSIENT),
+        (409, Kind.CONFLICT),
+        (410, Kind.GONE),
+        (422, Kind.INVALID),
+        (429, Kind.THROTTLED),
+        (500, Kind.TRANSIENT),
+        (504, Kind.TRANSIENT),
+    ],
+)
+def test_kinds_of_status_codes(code: int, kind: Kind) -> None:
+    assert kind_of(code) is kind
 
 
 def test_cluster_scope_excludes_namespaces_server_side() -> None:
-    (scope,) = scopes_for((), ("kube-system", "infra", "kube-system"))
+    (scope,) = scopes_for(Selection((), ("kube-system", "infra"), "app=web"))
     assert scope.label == CLUSTER_SCOPE
-    assert scope.field_selector == (
-        f"{TERMINAL_FIELD_SELECTOR},metadata.namespace!=kube-system,metadata.namespace!=infra"
-    )
+    assert scope.query == {
+        "fieldSelector": (
+            f"{TERMINAL_FIELD_SELECTOR},metadata.namespace!=kube-system,metadata.namespace!=infra"
+        ),
+        "labelSelector": "app=web",
+    }
     assert scope.owns("team-a")
     assert not scope.owns("infra")
 
 
 def test_namespaced_scopes_one_per_namespace() -> None:
-    scopes = scopes_for(("a", "b", "a", "x"), ("x",))
+    scopes = scopes_for(Selection(("a", "b", "a", "x"), ("x",)))
     assert [scope.label for scope in scopes] == ["a", "b"]
-    assert scopes[0].field_selector == TERMINAL_FIELD_SELECTOR
+    assert scopes[0].query == {"fieldSelector": TERMINAL_FIELD_SELECTOR}
     assert scopes[0].owns("a")
     assert not scopes[0].owns("b")
+    assert Scope("a").query == {"fieldSelector": TERMINAL_FIELD_SELECTOR}
 
 
 def test_field_selector_keeps_only_terminal_phases() -> None:
@@ -139,12 +123,41 @@ def test_field_selector_keeps_only_terminal_phases() -> None:
     )
 
 
-def test_request_args_send_label_selector_only_when_set() -> None:
-    scope = Scope("a")
-    assert request_args(scope, "") == {"field_selector": TERMINAL_FIELD_SELECTOR}
-    assert request_args(scope, "app=web")["label_selector"] == "app=web"
+@pytest.mark.parametrize(
+    ("request_", "path", "rule", "text"),
+    [
+        (
+            Request("list", "pods", "team-a"),
+            "/api/v1/namespaces/team-a/pods",
+            "list pods in namespace team-a",
+            "list pods in namespace team-a",
+        ),
+        (
+            Request("watch", "pods"),
+            "/api/v1/pods",
+            "watch pods at the cluster scope",
+            "watch pods in every namespace",
+        ),
+        (
+            Request("delete", "pods", "team-a", "web-0"),
+            "/api/v1/namespaces/team-a/pods/web-0",
+            "delete pods in namespace team-a",
+            "delete pod team-a/web-0",
+        ),
+        (
+            Request("update", "leases", "ops", "zombied", group="coordination.k8s.io"),
+            "/apis/coordination.k8s.io/v1/namespaces/ops/leases/zombied",
+            "update leases in API group coordination.k8s.io in namespace ops",
+            "update lease ops/zombied",
+        ),
+    ],
+)
+def test_requests_are_named_as_rbac_names_them(
+    request_: Request, path: str, rule: str, text: str
+) -> None:
+    assert (request_.path, request_.rule, str(request_)) == (path, rule, text)
 
 
-def test_rbac_rule_wording() -> None:
-    assert rbac_rule("list", "pods", "team-a") == "list pods in namespace team-a"
-    assert rbac_rule("watch", "pods", None) == "watch pods at the cluster scope"
+def test_a_refusal_names_the_rule_to_grant() -> None:
+    error = ApiError(Request("delete", "pods", "team-a", "x"), 403, "Forbidden", "no")
+    assert str(error) == "missing RBAC permission to delete pods in namespace team-a: no"

@@ -10,9 +10,9 @@ from urllib.parse import parse_qs
 import anyio
 from structlog.testing import capture_logs
 from zombied.cache import PodCache
-from zombied.kube import open_api_client
+from zombied.kube import open_kube
 from zombied.queue import WorkQueue
-from zombied.rules import Rule, RuleSet
+from zombied.rules import Rule, RuleSet, Selection
 from zombied.watch import TERMINAL_FIELD_SELECTOR, Scope, Watcher
 
 from kubesim import Simulator
@@ -40,14 +40,22 @@ async def watching(kubeconfig: Path) -> AsyncIterator[Harness]:
     """A watcher running in a task group of the test's own task."""
     queue: WorkQueue[str] = WorkQueue()
     cache = PodCache(RULES, queue)
-    async with open_api_client(str(kubeconfig), None) as api:
+    async with open_kube(str(kubeconfig)) as api:
         watcher = Watcher(
-            api, Scope(None, ("kube-system",)), cache, timeout_min=2, timeout_max=3, page_size=2
+            api,
+            SCOPE,
+            cache,
+            timeout_min=2,
+            timeout_max=3,
+            page_size=2,
         )
         async with anyio.create_task_group() as tg:
             await tg.start(watcher.run)
             yield Harness(cache, queue, watcher)
             tg.cancel_scope.cancel()
+
+
+SCOPE = Scope(None, Selection(exclude_namespaces=("kube-system",)))
 
 
 async def test_lists_pages_then_watches(sim: Simulator, kubeconfig: Path) -> None:
@@ -58,8 +66,8 @@ async def test_lists_pages_then_watches(sim: Simulator, kubeconfig: Path) -> Non
     queue: WorkQueue[str] = WorkQueue()
     cache = PodCache(RULES, queue)
     watcher_rv_after_list: list[str | None] = []
-    async with open_api_client(str(kubeconfig), None) as api:
-        watcher = Watcher(api, Scope(None, ("kube-system",)), cache, page_size=2)
+    async with open_kube(str(kubeconfig)) as api:
+        watcher = Watcher(api, SCOPE, cache, page_size=2)
         async with anyio.create_task_group() as tg:
             await tg.start(watcher.run)
             await eventually(lambda: watcher.state.synced)
@@ -97,7 +105,7 @@ async def test_deleted_and_non_zombie_pods_leave_queue(sim: Simulator, kubeconfi
         await eventually(lambda: "team-a/z" not in harness.queue)
         entry = harness.cache.get("team-a/z")
         assert entry is not None
-        assert entry.verdict.skip == "keep-annotation"
+        assert entry.judgement.skip == "keep-annotation"
         sim.store.delete("pods", "team-a", "z")
         await eventually(lambda: "team-a/z" not in harness.cache)
         assert harness.cache.zombies == 0
@@ -154,15 +162,17 @@ async def test_forbidden_scope_names_the_rule(sim: Simulator, tmp_path: Path) ->
     queue: WorkQueue[str] = WorkQueue()
     cache = PodCache(RULES, queue)
     with capture_logs() as logs:
-        async with open_api_client(str(kubeconfig), None) as api:
+        async with open_kube(str(kubeconfig)) as api:
             watcher = Watcher(api, Scope("team-a"), cache)
             async with anyio.create_task_group() as tg:
                 await tg.start(watcher.run)
-                await eventually(lambda: watcher.state.forbidden is not None)
-                assert watcher.state.forbidden == "list pods in namespace team-a"
+                await eventually(api.permissions.problems)
+                assert api.permissions.problems() == [
+                    "forbidden, missing RBAC rule: list pods in namespace team-a"
+                ]
                 assert not watcher.state.synced
                 tg.cancel_scope.cancel()
-    forbidden = [entry for entry in logs if entry["event"] == "watch.forbidden"]
+    forbidden = [entry for entry in logs if entry["event"] == "api.forbidden"]
     assert len(forbidden) == 1
     assert forbidden[0]["missing_rule"] == "list pods in namespace team-a"
     assert "cannot list resource" in forbidden[0]["message"]

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from zombied.config import Config, load_config
 from zombied.daemon import Daemon
-from zombied.rules import Rule, RuleSet
+from zombied.rules import Rule
 
 from kubesim import Simulator
 from kubesim.rbac import rules_from_yaml, service_account_user
@@ -123,7 +123,7 @@ def _config(variant: Variant, kubeconfig: Path) -> Config:
     # Test pace: zombies due at once, probes on a free port, a lease that turns over fast.
     return replace(
         config,
-        rules=RuleSet((Rule("node-shutdown", 0.0),)),
+        rules=replace(config.rules, rules=(Rule("node-shutdown", 0.0),)),
         listen_host="127.0.0.1",
         listen_port=0,
         lease_duration=4.0,

@@ -8,9 +8,8 @@ from typing import Any
 import aiohttp
 import anyio
 import pytest
-from kubernetes_asyncio import client, watch
+from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
-from zombied.kube import open_api_client
 
 from kubesim import Simulator
 from tests.helpers import eventually
@@ -39,7 +38,7 @@ async def test_watch_from_too_old_version_is_410_expired(sim: Simulator, kubecon
     old = sim.store.resource_version
     sim.store.create("pods", pod("b"))
     sim.compact()
-    async with open_api_client(str(kubeconfig)) as api:
+    async with await config.new_client_from_config(str(kubeconfig)) as api:
         core = client.CoreV1Api(api)
 
         async def drain() -> None:

@@ -120,6 +120,10 @@ class Authorizer:
         self._rules[user] = tuple(rules)
         return token
 
+    def revoke(self, token: str) -> None:
+        """Stop accepting ``token`` (an expired or rotated credential): its requests get 401."""
+        self._users_by_token.pop(token, None)
+
     def add_rbac_file(self, path: str | Path, user: str | None = None) -> str:
         """Register a user with the rules of an RBAC manifest; return its token.
 

@@ -1,0 +1,206 @@
+"""Credentials that expire: exec plugins and token files are read again, a 401 is no 403.
+
+Against the simulator over real HTTP, with a real exec plugin (a small program that
+prints an ``ExecCredential``, as ``gke-gcloud-auth-plugin``, ``aws eks get-token`` and
+kubelogin do) and a real token file, the server revoking tokens as they expire.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from zombied.daemon import Daemon
+from zombied.kube import TOKEN_FILE_PERIOD, Credentials, Kind, Request, open_kube
+
+from kubesim import Simulator
+from kubesim.rbac import ALLOW_ALL
+from tests.daemon.capture import captured_logs
+from tests.daemon.conftest import ConfigFactory
+from tests.daemon.pods import zombie
+from tests.helpers import eventually
+
+#: Prints the token in ``token`` beside it, with ``expiry`` (if any) as its
+#: expirationTimestamp, and counts its runs in ``runs``.
+PLUGIN = """\
+import json, pathlib
+here = pathlib.Path(__file__).parent
+runs = here / "runs"
+runs.write_text(str(int(runs.read_text()) + 1 if runs.exists() else 1))
+status = {"token": (here / "token").read_text().strip()}
+expiry = here / "expiry"
+if expiry.exists():
+    status["expirationTimestamp"] = expiry.read_text().strip()
+print(json.dumps({
+    "apiVersion": "client.authentication.k8s.io/v1beta1",
+    "kind": "ExecCredential",
+    "status": status,
+}))
+"""
+
+
+class Plugin:
+    """An exec credential plugin whose token the test rotates."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir()
+        (directory / "plugin.py").write_text(PLUGIN, encoding="utf-8")
+
+    def hand_out(self, token: str, *, expires_in: float | None = None) -> None:
+        (self.directory / "token").write_text(token, encoding="utf-8")
+        expiry = self.directory / "expiry"
+        if expires_in is None:
+            expiry.unlink(missing_ok=True)
+        else:
+            stamp = datetime.now(UTC) + timedelta(seconds=expires_in)
+            expiry.write_text(stamp.strftime("%Y-%m-%dT%H:%M:%SZ"), encoding="utf-8")
+
+    @property
+    def runs(self) -> int:
+        runs = self.directory / "runs"
+        return int(runs.read_text()) if runs.exists() else 0
+
+
+def kubeconfig_with(sim: Simulator, path: Path, user: dict[str, Any]) -> Path:
+    document = sim.kubeconfig()
+    document["users"] = [{"name": "sim", "user": user}]
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def plugin(tmp_path: Path) -> Plugin:
+    return Plugin(tmp_path / "plugin")
+
+
+@pytest.fixture
+def exec_kubeconfig(sim: Simulator, plugin: Plugin, tmp_path: Path) -> Path:
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": sys.executable,
+            "args": [str(plugin.directory / "plugin.py")],
+            "interactiveMode": "Never",
+        }
+    }
+    return kubeconfig_with(sim, tmp_path / "kubeconfig-exec", user)
+
+
+def unauthorized(sim: Simulator) -> int:
+    return sum(1 for request in sim.requests if request.status == 401)
+
+
+@pytest.mark.parametrize("expires_in", [None, 3600.0], ids=["no-expiry", "long-expiry"])
+async def test_a_rejected_exec_token_is_replaced_by_running_the_plugin_again(
+    sim: Simulator,
+    config: ConfigFactory,
+    plugin: Plugin,
+    exec_kubeconfig: Path,
+    expires_in: float | None,
+) -> None:
+    first = sim.add_token("zombied", ALLOW_ALL)
+    plugin.hand_out(first, expires_in=expires_in)
+    sim.store.create("pods", zombie("before"))
+    with captured_logs() as logs:
+        async with Daemon(config(kubeconfig=str(exec_kubeconfig))) as daemon:
+            await eventually(lambda: sim.store.get("pods", "team-a", "before") is None)
+            # The token expires on the server before its holder expected it to.
+            plugin.hand_out(sim.add_token("zombied", ALLOW_ALL), expires_in=expires_in)
+            sim.authorizer.revoke(first)
+            sim.store.create("pods", zombie("after"))
+            await eventually(lambda: sim.store.get("pods", "team-a", "after") is None)
+            assert daemon.ready()
+    assert plugin.runs == 2
+    assert not [entry for entry in logs if entry["event"] in ("api.forbidden", "api.unauthorized")]
+
+
+async def test_an_exec_token_is_replaced_before_it_expires(
+    sim: Simulator, plugin: Plugin, exec_kubeconfig: Path
+) -> None:
+    first = sim.add_token("zombied", ALLOW_ALL)
+    # Due for renewal one second after it is handed out (30 s before its expiry).
+    plugin.hand_out(first, expires_in=31.0)
+    request = Request("list", "pods", "team-a")
+    async with open_kube(str(exec_kubeconfig)) as kube:
+        await kube.request(request, timeout=10)
+        second = sim.add_token("zombied", ALLOW_ALL)
+        plugin.hand_out(second, expires_in=3600.0)
+
+        async def renewed() -> bool:
+            await kube.request(request, timeout=10)
+            return plugin.runs == 2
+
+        await eventually(renewed, timeout=10)
+        sim.authorizer.revoke(first)
+        await kube.request(request, timeout=10)
+    assert unauthorized(sim) == 0
+
+
+async def test_a_token_file_is_read_again_after_a_401(
+    sim: Simulator, config: ConfigFactory, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    first = sim.add_token("zombied", ALLOW_ALL)
+    token_file.write_text(first, encoding="utf-8")
+    kubeconfig = kubeconfig_with(sim, tmp_path / "kubeconfig", {"tokenFile": str(token_file)})
+    sim.store.create("pods", zombie("before"))
+    async with Daemon(config(kubeconfig=str(kubeconfig))) as daemon:
+        await eventually(lambda: sim.store.get("pods", "team-a", "before") is None)
+        # As the kubelet rotates a projected service-account token: a new file content.
+        token_file.write_text(sim.add_token("zombied", ALLOW_ALL), encoding="utf-8")
+        sim.authorizer.revoke(first)
+        sim.store.create("pods", zombie("after"))
+        await eventually(lambda: sim.store.get("pods", "team-a", "after") is None)
+        assert daemon.ready()
+
+
+def test_a_token_file_is_read_again_every_period(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("one\n", encoding="utf-8")
+    clock = [0.0]
+    credentials = Credentials("Bearer one", token_file=token_file, now=lambda: clock[0])
+    token_file.write_text("two\n", encoding="utf-8")
+
+    async def header_at(moment: float) -> str | None:
+        clock[0] = moment
+        return await credentials.header()
+
+    import anyio  # noqa: PLC0415 - only this synchronous test drives a loop of its own
+
+    assert anyio.run(header_at, TOKEN_FILE_PERIOD - 1) == "Bearer one"
+    assert anyio.run(header_at, TOKEN_FILE_PERIOD) == "Bearer two"
+
+
+async def test_rejected_credentials_are_reported_as_such_never_as_a_missing_rule(
+    sim: Simulator, config: ConfigFactory, plugin: Plugin, exec_kubeconfig: Path
+) -> None:
+    plugin.hand_out("a-token-the-server-never-issued")
+    with captured_logs() as logs:
+        async with Daemon(config(kubeconfig=str(exec_kubeconfig))) as daemon:
+            await eventually(lambda: "credentials rejected" in daemon.readiness()[1])
+            ok, why = daemon.readiness()
+    assert not ok
+    assert "missing RBAC rule" not in why
+    assert plugin.runs >= 2  # the 401 made it ask the plugin once more
+    (rejected,) = [entry for entry in logs if entry["event"] == "api.unauthorized"]
+    assert "missing_rule" not in rejected
+    assert not [entry for entry in logs if entry["event"] == "api.forbidden"]
+
+
+async def test_a_401_is_an_unauthorized_api_error_naming_the_credentials(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig", token="unknown")
+    async with open_kube(str(kubeconfig)) as kube:
+        with pytest.raises(Exception) as raised:  # noqa: PT011 - the kind is asserted below
+            await kube.request(Request("list", "pods", "team-a"), timeout=10)
+    error = raised.value
+    assert getattr(error, "kind", None) is Kind.UNAUTHORIZED
+    assert str(error).startswith("credentials rejected (HTTP 401)")
+    assert json.dumps(kube.permissions.problems()).count("credentials rejected") == 1

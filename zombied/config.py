@@ -4,7 +4,8 @@
 environment variable (``ZOMBIED_<NAME>``), its key in the YAML ``--config`` file, its
 parser, default, help text and the commands it applies to. The argument parser, the
 environment and file lookups and the README's configuration reference are all
-derived from it, so they cannot drift apart. Precedence is flag > environment >
+derived from it (the reference by the documentation generator, outside this package),
+so they cannot drift apart. Precedence is flag > environment >
 file > default, decided per option, but every value given is checked, whichever
 wins and whichever command it serves. Rules come in the file as one shape, a list
 of ``{name, minAge}`` (a built-in) or ``{name, phases, reasons, message, ownerKinds,
@@ -20,7 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -51,8 +52,6 @@ __all__ = [
     "Option",
     "build_parser",
     "format_duration",
-    "format_reference",
-    "format_rules_reference",
     "load_config",
     "parse_duration",
     "parse_label_selector",
@@ -1076,55 +1075,3 @@ def _string_list(entry: Mapping[object, object], key: str, *, required: bool) ->
     if required and not value:
         raise _FieldError(key, "must not be empty")
     return list(value)
-
-
-# -- documentation ---------------------------------------------------------------------
-
-
-def format_reference(options: Iterable[Option] = OPTIONS) -> str:
-    """The configuration reference as a markdown table (generated into the README)."""
-    lines = [
-        "| Flag | Environment | Default | Commands | Description |",
-        "|---|---|---|---|---|",
-    ]
-    for option in options:
-        flag = option.flag
-        if option.const is not None:
-            flag += f"[={option.metavar}]"
-        elif option.metavar:
-            flag += f" {option.metavar}"
-        commands = ", ".join(c for c in COMMANDS if c in option.commands)
-        spellings = [f"`{alias}`" for alias in (option.short, *option.aliases) if alias]
-        cells = [
-            f"`{flag}`" + (f" ({', '.join(spellings)})" if spellings else ""),
-            f"`{option.env}`",
-            option.shown_default(),
-            commands,
-            option.help,
-        ]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def format_rules_reference() -> str:
-    """The built-in rules as a markdown table (generated into the README)."""
-    lines = [
-        "| Rule | Phases | Reasons | Message must match | Min age | On by default |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, pattern in BUILTIN_RULES.items():
-        reasons = [f"`{reason}`" for reason in sorted(pattern.reasons)]
-        if pattern.reason_pattern is not None:
-            reasons.append("`OutOf<resource>`")
-        message = f"`{pattern.message.pattern}`" if pattern.message is not None else "anything"
-        age = OWN_MIN_AGES.get(name)
-        cells = [
-            f"`{name}`",
-            ", ".join(sorted(pattern.phases)),
-            ", ".join(reasons) or "any",
-            message,
-            format_duration(age) if age is not None else "`--min-age`",
-            "yes" if name in DEFAULT_RULES else "no",
-        ]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    return "\n".join(lines) + "\n"

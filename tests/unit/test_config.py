@@ -15,7 +15,6 @@ from zombied.config import (
     DryRun,
     build_parser,
     format_duration,
-    format_reference,
     load_config,
     parse_duration,
     parse_label_selector,
@@ -729,23 +728,6 @@ class TestHelpAndReference:
         with pytest.raises(ConfigError, match=r"^--nope: unknown option"):
             build_parser("run").parse_args(["--nope"])
         assert isinstance(build_parser("run"), argparse.ArgumentParser)
-
-    def test_reference_lists_every_option(self) -> None:
-        text = format_reference()
-        lines = text.splitlines()
-        assert lines[0] == "| Flag | Environment | Default | Commands | Description |"
-        assert len(lines) == 2 + len(OPTIONS)
-        for option in OPTIONS:
-            assert f"`{option.env}`" in text
-        assert (
-            "| `--dry-run[=client\\|server\\|none]` | `ZOMBIED_DRY_RUN` | none "
-            "| run, scan, explain |" in text
-        )
-        assert "| `--listen HOST:PORT` | `ZOMBIED_LISTEN` | 0.0.0.0:8080 | run |" in text
-        assert "| `--delete[=true\\|false]` | `ZOMBIED_DELETE` | false | scan |" in text
-        # every row has exactly the five cells: no unescaped pipe inside a cell
-        for line in lines[2:]:
-            assert line.replace("\\|", "").count("|") == 6
 
 
 class TestOwnRules:

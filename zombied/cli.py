@@ -10,8 +10,10 @@ Exit codes: 0 success (``run`` after a clean drain on SIGTERM/SIGINT; ``explain`
 and explained the pod, whatever the verdict), 1 ``scan`` could not list pods (one line
 naming the cause, e.g. the missing RBAC rule), ``scan --delete`` had at least one
 failed delete, or ``explain`` could not read the pod (not found included), 2 invalid
-configuration or usage, 128 + signal
-number (143 for SIGTERM, 130 for SIGINT) when a second signal interrupts the drain.
+configuration or usage, a broken kubeconfig, or a ``--listen`` address ``run`` cannot
+listen on (taken by another process, most often: the fix is another ``--listen``),
+128 + signal number (143 for SIGTERM, 130 for SIGINT) when a second signal interrupts
+the drain.
 """
 
 from __future__ import annotations

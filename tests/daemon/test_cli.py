@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -209,6 +210,22 @@ async def test_bad_configuration_exits_2_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1
     assert lines[0].startswith("zombied: error: ")
     assert result.stdout == b""
+
+
+@pytest.mark.subprocess
+async def test_a_taken_listen_port_is_one_line_exit_2(sim: Simulator, kubeconfig: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        command = [PYTHON, "-m", "zombied", "run", "--kubeconfig", str(kubeconfig)]
+        command += ["--listen", address, "--log-format", "json"]
+        result = await anyio.run_process(command, check=False)
+    assert result.returncode == 2
+    assert result.stderr.decode() == (
+        f"zombied: error: --listen {address}: address already in use: another process "
+        "listens there; stop it, or choose another HOST:PORT (port 0 picks a free one)\n"
+    )
 
 
 @pytest.mark.subprocess

@@ -44,7 +44,12 @@ COMMANDS = {
 
 def usage() -> str:
     """The top-level help text."""
-    lines = ["usage: zombied {" + ",".join(COMMANDS) + "} [options]", "", "commands:"]
+    lines = [
+        "usage: zombied {" + ",".join(COMMANDS) + "} [options]",
+        "       zombied --version",
+        "",
+        "commands:",
+    ]
     lines.extend(f"  {name:<9}{text}" for name, text in COMMANDS.items())
     lines.append("")
     lines.append("Run 'zombied COMMAND --help' for the options of a command.")
@@ -58,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else EXIT_CONFIG
     command, rest = args[0], args[1:]
-    if command == "version":
+    if command in ("version", "--version", "-V"):
         from zombied.daemon import versions  # noqa: PLC0415 - keeps `version` fast
 
         for name, value in versions().items():

@@ -29,8 +29,9 @@ PYTHON = sys.executable
 # -- in-process ------------------------------------------------------------------------
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["version"]) == 0
+@pytest.mark.parametrize("argv", [["version"], ["--version"], ["-V"]])
+def test_version(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("zombied ")
     assert out[1].startswith("kubernetes_asyncio 36.")

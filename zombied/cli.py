@@ -1,8 +1,8 @@
 """The ``zombied`` command line: ``run``, ``scan``, ``explain`` and ``version``.
 
 This module owns the process boundary: it picks the sub-command, turns arguments and
-environment into a `Config` (through :mod:`zombied.config`, the single table of
-options), sets up logging and runs the event loop. Every configuration problem, a
+environment into the command's configuration (through :mod:`zombied.config`, the
+single table of options), sets up logging and runs the event loop. Every configuration problem, a
 broken kubeconfig included, ends as one line ``zombied: error: <message>`` on stderr
 and exit code 2, never a traceback. It must never contain controller logic.
 
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import anyio
 
-from zombied.config import load_config
+from zombied.config import ExplainConfig, RunConfig, load_config
 from zombied.errors import ConfigError, ZombiedError
 from zombied.log import configure_logging
 
@@ -80,11 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.log_format, config.log_level, sys.stdout if command == "run" else sys.stderr
     )
     try:
-        if command == "run":
+        if isinstance(config, RunConfig):
             from zombied.daemon import serve  # noqa: PLC0415
 
             return anyio.run(serve, config, backend="asyncio")
-        if command == "explain":
+        if isinstance(config, ExplainConfig):
             from zombied.explain import run_explain  # noqa: PLC0415
 
             return anyio.run(run_explain, config, backend="asyncio")

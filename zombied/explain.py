@@ -32,7 +32,7 @@ from zombied.pod import PodParseError, PodSnapshot, parse_pod
 from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, judge
 
 if TYPE_CHECKING:
-    from zombied.config import Config
+    from zombied.config import ExplainConfig
 
 __all__ = [
     "RENDERERS",
@@ -61,7 +61,7 @@ class Explanation:
         return self.judgement.pod
 
 
-def explain(obj: Mapping[str, Any], config: Config, now: datetime) -> Explanation:
+def explain(obj: Mapping[str, Any], config: ExplainConfig, now: datetime) -> Explanation:
     """Explain what zombied, configured by ``config``, does with pod ``obj`` at ``now``.
 
     Raises `zombied.pod.PodParseError` when the object lacks namespace, name or uid.
@@ -237,7 +237,7 @@ async def read_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     return obj
 
 
-async def run_explain(config: Config, out: TextIO | None = None) -> int:
+async def run_explain(config: ExplainConfig, out: TextIO | None = None) -> int:
     """Read the configured pod, print its explanation; return the exit status."""
     out = out if out is not None else sys.stdout
     if config.target is None:

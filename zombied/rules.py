@@ -541,9 +541,7 @@ def build_rules(
                 f"reasons in the --config file's rules{where}",
             )
         pattern, own = defined.get(name, (None, None))
-        age = next(
-            age for age in (given, own, OWN_MIN_AGES.get(name), min_age) if age is not None
-        )
+        age = next(age for age in (given, own, OWN_MIN_AGES.get(name), min_age) if age is not None)
         rules.append(Rule(name, age, pattern))
     try:
         return RuleSet(tuple(rules), frozenset(exclude_owner_kinds), scope or Selection())

@@ -35,7 +35,7 @@ from zombied.rules import Decision, judge
 from zombied.watch import list_terminal_pods, scopes_for
 
 if TYPE_CHECKING:
-    from zombied.config import Config
+    from zombied.config import ScanConfig
 
 __all__ = ["COLUMNS", "WIDE_COLUMNS", "Zombie", "format_age", "render", "render_table", "scan"]
 
@@ -137,7 +137,7 @@ def render_table(
     return "".join(line + "\n" for line in lines)
 
 
-def render(zombies: Sequence[Zombie], now: datetime, config: Config) -> str:
+def render(zombies: Sequence[Zombie], now: datetime, config: ScanConfig) -> str:
     """The report in ``config.output``'s format; empty output is the format's empty form."""
     records = [zombie.as_json(now) for zombie in zombies]
     renderers: dict[str, Callable[[], str]] = {
@@ -161,7 +161,7 @@ def render(zombies: Sequence[Zombie], now: datetime, config: Config) -> str:
     )
 
 
-async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = None) -> int:
+async def scan(config: ScanConfig, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """List (and with ``--delete`` reap) the due zombies; return the exit status."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
@@ -189,7 +189,7 @@ async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = N
     return EXIT_DELETE_FAILED if failed else 0
 
 
-async def _find(kube: Kube, config: Config) -> tuple[list[Zombie], int]:
+async def _find(kube: Kube, config: ScanConfig) -> tuple[list[Zombie], int]:
     now = datetime.now(UTC)
     zombies: list[Zombie] = []
     not_due = 0
@@ -210,7 +210,7 @@ async def _find(kube: Kube, config: Config) -> tuple[list[Zombie], int]:
     return zombies, not_due
 
 
-async def _reap(kube: Kube, config: Config, zombies: list[Zombie]) -> None:
+async def _reap(kube: Kube, config: ScanConfig, zombies: list[Zombie]) -> None:
     async with EventRecorder(kube, identity="zombied-scan") as events:
         reaper = Reaper(
             kube, qps=config.qps, burst=config.burst, dry_run=config.dry_run, events=events

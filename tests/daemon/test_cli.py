@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -81,13 +82,16 @@ def test_a_huge_bad_value_is_cut_but_names_its_option(
 async def test_scan_through_main(
     sim: Simulator, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    base = ["scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s"]
+    assert await anyio.to_thread.run_sync(main, base) == 0
+    # stdout is the report alone, so `zombied scan | wc -l` counts zombies.
+    assert capsys.readouterr() == ("", "No zombie pods found.\n")
     sim.store.create("pods", zombie("web-1"))
-    argv = ["scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s", "--output", "json"]
-    assert await anyio.to_thread.run_sync(main, argv) == 0
-    records = json.loads(capsys.readouterr().out)
-    assert [r["pod"] for r in records] == ["web-1"]
-    argv = ["scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s", "--delete"]
-    assert await anyio.to_thread.run_sync(main, argv) == 0
+    assert await anyio.to_thread.run_sync(main, [*base, "-o", "json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    assert (record["pod"]["name"], record["pod"]["owner"]) == ("web-1", "ReplicaSet/web-7d4f")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["pod"]["terminatedAt"])
+    assert await anyio.to_thread.run_sync(main, [*base, "--delete"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("deleted 1,")
     assert len(sim.deleted) == 1
 
@@ -234,7 +238,7 @@ async def test_scan_process_exit_codes(sim: Simulator, kubeconfig: Path) -> None
     zombied = str(Path(PYTHON).with_name("zombied"))
     base = [zombied, "scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s"]
     empty = await anyio.run_process(base, check=False)
-    assert (empty.returncode, empty.stdout) == (0, b"No zombie pods found.\n")
+    assert (empty.returncode, empty.stdout, empty.stderr) == (0, b"", b"No zombie pods found.\n")
     sim.store.create("pods", zombie("web-1"))
     listed = await anyio.run_process(base, check=False)
     assert listed.returncode == 0

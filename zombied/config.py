@@ -453,8 +453,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "config",
         str,
         None,
-        "YAML file setting any option below by its camelCase name (minAge, "
-        "excludeNamespaces, …), and rules with their own min ages",
+        "YAML file setting the options below (all but -n and -A) by their camelCase names "
+        "(minAge, excludeNamespaces, …), and rules with their own min ages",
         metavar="FILE",
         default_text="none",
     ),

@@ -24,9 +24,7 @@ COMMANDS_WITH_OPTIONS = ("run", "scan", "explain")
 FOREIGN_FLAGS = frozenset(
     {
         "--field-selector",
-        "--all-namespaces",
         "--terminated-pod-gc-threshold",
-        "--selector",  # kubectl's and the plugin's spelling of --label-selector
         "--previous",  # kubectl logs
         "--comment",  # amtool silence add
         "--duration",

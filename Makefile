@@ -14,7 +14,7 @@
 #   make soak        chaos soak (SOAK_S=600 s) and tests/reliability at deep hypothesis budgets
 #   make soak-ci     the chaos soak alone, CI_SOAK_S=15 s: what .ci/run adds to `make test`
 #   make image       container image (builds the wheel when no Docker engine is reachable)
-#   make docs        regenerate the generated sections of README.md
+#   make docs        regenerate the generated sections of README.md and docs/*.md
 #   make prometheus  unpack Debian's Prometheus 2.42 (server and promtool) for the tests
 #   make monitoring-plot  redraw bench/monitoring.png from a Prometheus scraping a storm
 #   make clean       remove build and test artefacts (keeps the virtualenv)
@@ -143,7 +143,7 @@ monitoring-plot: $(STAMP) $(PROMTOOL)
 	$(PY) -m bench.monitoring_plot --out bench/monitoring.png
 
 docs: $(STAMP)
-	$(PY) tests/ship/readme_sections.py --write README.md
+	$(PY) tests/ship/readme_sections.py --write README.md $(shell find docs -name "*.md" 2>/dev/null | sort)
 
 # Re-pin after changing dependencies in pyproject.toml.
 constraints: $(STAMP)

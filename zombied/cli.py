@@ -1,8 +1,8 @@
 """The ``zombied`` command line: ``run``, ``scan``, ``explain`` and ``version``.
 
 This module owns the process boundary: it picks the sub-command, turns arguments and
-environment into a `Config` (through :mod:`zombied.config`, the single table of
-options), sets up logging and runs the event loop. Every configuration problem, a
+environment into the command's configuration (through :mod:`zombied.config`, the
+single table of options), sets up logging and runs the event loop. Every configuration problem, a
 broken kubeconfig included, ends as one line ``zombied: error: <message>`` on stderr
 and exit code 2, never a traceback. It must never contain controller logic.
 
@@ -10,8 +10,10 @@ Exit codes: 0 success (``run`` after a clean drain on SIGTERM/SIGINT; ``explain`
 and explained the pod, whatever the verdict), 1 ``scan`` could not list pods (one line
 naming the cause, e.g. the missing RBAC rule), ``scan --delete`` had at least one
 failed delete, or ``explain`` could not read the pod (not found included), 2 invalid
-configuration or usage, 128 + signal
-number (143 for SIGTERM, 130 for SIGINT) when a second signal interrupts the drain.
+configuration or usage, a broken kubeconfig, or a ``--listen`` address ``run`` cannot
+listen on (taken by another process, most often: the fix is another ``--listen``),
+128 + signal number (143 for SIGTERM, 130 for SIGINT) when a second signal interrupts
+the drain.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 
 import anyio
 
-from zombied.config import load_config
+from zombied.config import ExplainConfig, RunConfig, load_config
 from zombied.errors import ConfigError, ZombiedError
 from zombied.log import configure_logging
 
@@ -42,7 +44,12 @@ COMMANDS = {
 
 def usage() -> str:
     """The top-level help text."""
-    lines = ["usage: zombied {" + ",".join(COMMANDS) + "} [options]", "", "commands:"]
+    lines = [
+        "usage: zombied {" + ",".join(COMMANDS) + "} [options]",
+        "       zombied --version",
+        "",
+        "commands:",
+    ]
     lines.extend(f"  {name:<9}{text}" for name, text in COMMANDS.items())
     lines.append("")
     lines.append("Run 'zombied COMMAND --help' for the options of a command.")
@@ -56,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else EXIT_CONFIG
     command, rest = args[0], args[1:]
-    if command == "version":
+    if command in ("version", "--version", "-V"):
         from zombied.daemon import versions  # noqa: PLC0415 - keeps `version` fast
 
         for name, value in versions().items():
@@ -73,11 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.log_format, config.log_level, sys.stdout if command == "run" else sys.stderr
     )
     try:
-        if command == "run":
+        if isinstance(config, RunConfig):
             from zombied.daemon import serve  # noqa: PLC0415
 
             return anyio.run(serve, config, backend="asyncio")
-        if command == "explain":
+        if isinstance(config, ExplainConfig):
             from zombied.explain import run_explain  # noqa: PLC0415
 
             return anyio.run(run_explain, config, backend="asyncio")

@@ -1,59 +1,74 @@
-"""Every setting of zombied, from one table, with one-line errors.
+"""Every setting of zombied, from one table; one typed configuration per command.
 
-`OPTIONS` is the single source of truth: each `Option` names its flag, its
-environment variable (``ZOMBIED_<NAME>``), its key in the YAML ``--config`` file, its
-parser, default, help text and the commands it applies to. The argument parser, the
-environment and file lookups and the README's configuration reference are all
-derived from it, so they cannot drift apart. Precedence is flag > environment >
-file > default, decided per option, but every value given is checked, whichever
-wins and whichever command it serves. Rules come in the file as one shape, a list
-of ``{name, minAge}`` (a built-in) or ``{name, phases, reasons, message, ownerKinds,
-minAge}`` (the operator's own); ``--rules`` enables any of them by name. Every
-problem, whatever its source, becomes a `ConfigError` whose one-line message starts
-with the option at fault, so the CLI can print it and exit 2. This module only reads
-the file it is pointed at; it never talks to the cluster (the lease namespace
-default, for one, is resolved by the daemon).
+`OPTIONS` is the single source of truth: each `Option` names its flag, its environment
+variable (``ZOMBIED_<NAME>``), its key in the YAML ``--config`` file (camelCase, as in
+Kubernetes objects: ``minAge``, ``excludeNamespaces``), its parser, default, help and
+the commands that take it. The argument parsers, the environment lookups and the
+file's typed schema are derived from it here; the documentation's reference is
+derived from it by the documentation generator, outside the package. Precedence is
+flag > environment > file > default, per option, and every value given is checked,
+whichever wins and whichever command it serves.
+
+Each command gets a configuration of its own type holding only the options it takes:
+`RunConfig`, `ScanConfig`, `ExplainConfig`, on a common base (`CommonConfig`: the
+cluster, the scope and the rules, which every command judges pods by). The file is
+decoded with a msgspec schema built from the table; a problem names its key path and
+line (``line 4: rules[0].minAge: ...``). This module checks shapes and option values
+only: what makes a rule valid is decided in `zombied.rules` (`build_rules`), whose
+`RuleError` this module places at its line. Every problem becomes a `ConfigError`
+whose one line starts with the option at fault, so the CLI prints it and exits 2.
+This module reads the file it is pointed at and nothing else; it never talks to the
+cluster (the lease namespace default, for one, is resolved by the daemon).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, ClassVar, Final, NoReturn
 
+import msgspec
 import yaml
 
 from zombied.errors import ConfigError
 from zombied.rules import (
-    BUILTIN_RULES,
     DEFAULT_MIN_AGE,
     DEFAULT_RULES,
     OWN_MIN_AGES,
-    PHASES,
     RULE_NAMES,
-    Pattern,
-    Rule,
+    SPEC_FIELDS,
+    RuleError,
     RuleSet,
+    RuleSpec,
     Selection,
+    build_rules,
+    check_kind,
+    check_rule_name,
 )
 from zombied.selector import LabelSelector
 
 __all__ = [
     "COMMANDS",
     "OPTIONS",
+    "AnyConfig",
+    "CommonConfig",
     "Config",
     "DryRun",
+    "ExplainConfig",
     "Option",
+    "RunConfig",
+    "ScanConfig",
     "build_parser",
     "format_duration",
-    "format_reference",
-    "format_rules_reference",
     "load_config",
+    "options_for",
     "parse_duration",
     "parse_label_selector",
 ]
@@ -70,32 +85,41 @@ class DryRun(StrEnum):
     SERVER = "server"
 
 
-@dataclass(frozen=True)
-class Config:
-    """The resolved, validated configuration of one ``zombied`` command.
+# -- the configurations: one type per command ----------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommonConfig:
+    """What every command takes: the cluster, the scope zombied works in, the rules.
 
     There are no defaults here: `load_config` fills every field from the option
     table, the one place a default is written.
     """
 
-    command: str
+    command: ClassVar[str]
     config_file: str | None
-    target: tuple[str, str] | None  # explain's NAMESPACE/POD
     kubeconfig: str | None
     context: str | None
-    namespaces: tuple[str, ...]  # empty: every namespace
+    namespaces: tuple[str, ...]  # the watched scope; empty: every namespace
     exclude_namespaces: tuple[str, ...]
     label_selector: str
     rules: RuleSet
+    dry_run: DryRun
+    log_format: str
+    log_level: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(CommonConfig):
+    """``zombied run``: the controller."""
+
+    command: ClassVar[str] = "run"
     qps: float
     burst: int
     max_in_flight: int
-    dry_run: DryRun
     listen_host: str
     listen_port: int
     drain_timeout: float
-    log_format: str
-    log_level: str
     leader_elect: bool
     lease_name: str
     lease_namespace: str | None  # None: the pod's own namespace, else "default"
@@ -104,9 +128,41 @@ class Config:
     retry_period: float
     watch_timeout_min: float
     watch_timeout_max: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanConfig(CommonConfig):
+    """``zombied scan``: one listing, and with ``delete`` one reaping pass."""
+
+    command: ClassVar[str] = "scan"
+    namespace: str | None  # -n: list this namespace only; None: every watched one
+    qps: float
+    burst: int
+    max_in_flight: int
     output: str
     no_headers: bool
     delete: bool
+    waiting: bool  # also list the pods that match a rule but are not yet due
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExplainConfig(CommonConfig):
+    """``zombied explain``: one pod, judged as ``run`` would judge it."""
+
+    command: ClassVar[str] = "explain"
+    target: tuple[str, str]  # the pod's namespace and name
+    output: str
+
+
+AnyConfig = RunConfig | ScanConfig | ExplainConfig
+#: The daemon's configuration under the name it has always imported.
+Config = RunConfig
+
+_CONFIG_TYPES: Final[dict[str, type[AnyConfig]]] = {
+    "run": RunConfig,
+    "scan": ScanConfig,
+    "explain": ExplainConfig,
+}
 
 
 # -- value parsers: str -> value, raising ValueError with the text after "--flag: " ----
@@ -115,7 +171,6 @@ _DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|h|m|s)")
 _DURATION_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_KIND: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
 _TRUE: Final = frozenset({"true", "1", "yes", "on"})
 _FALSE: Final = frozenset({"false", "0", "no", "off"})
 
@@ -128,15 +183,16 @@ def parse_duration(text: str) -> float:
     except ValueError:
         pos = 0
         seconds = 0.0
-        for match in _DURATION_PART.finditer(value):
+        for match in _DURATION_PART.finditer(value.removeprefix("-")):
             if match.start() != pos:
                 break
             seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
             pos = match.end()
-        if pos != len(value) or not value:
+        if pos != len(value.removeprefix("-")) or not value.removeprefix("-"):
             raise ValueError(
                 f"must be a duration like 500ms, 30s, 5m, 1h30m or seconds, got {text!r}"
             ) from None
+        seconds = -seconds if value.startswith("-") else seconds
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"must be a duration >= 0, got {text!r}")
     return seconds
@@ -231,23 +287,20 @@ def _split(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def _names(pattern: re.Pattern[str], what: str) -> Callable[[str], tuple[str, ...]]:
-    """A parser of comma-separated names, each matching ``pattern``, duplicates dropped."""
-
-    def parse(text: str) -> tuple[str, ...]:
-        names: list[str] = []
-        for name in _split(text):
-            if not pattern.fullmatch(name):
-                raise ValueError(f"{name!r} is not a valid {what}")
-            if name not in names:
-                names.append(name)
-        return tuple(names)
-
-    return parse
+def _unique(items: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
 
 
-_namespaces = _names(_DNS_LABEL, "namespace name")
-_kinds = _names(_KIND, "kind")
+def _namespaces(text: str) -> tuple[str, ...]:
+    names = _split(text)
+    for name in names:
+        if not _DNS_LABEL.fullmatch(name):
+            raise ValueError(f"{name!r} is not a valid namespace name")
+    return _unique(names)
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    return _unique([check_kind(kind) for kind in _split(text)])
 
 
 def _dns_label(text: str) -> str:
@@ -264,19 +317,10 @@ def _dns_subdomain(text: str) -> str:
     return value
 
 
-RuleSpec = tuple[tuple[str, float | None], ...]
-_RULE_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+EnabledRules = tuple[tuple[str, float | None], ...]
 
 
-def _rule_name(name: object) -> str:
-    if not isinstance(name, str) or not _RULE_NAME.fullmatch(name):
-        raise ValueError(
-            f"rule names are lowercase letters, digits and '-' (like node-shutdown), got {name!r}"
-        )
-    return name
-
-
-def _rules(text: str) -> RuleSpec:
+def _rules(text: str) -> EnabledRules:
     """``node-shutdown,evicted=10m``: rules enabled by name, each with an optional min age.
 
     Built-in names and the names of rules defined in the ``--config`` file are both
@@ -285,21 +329,13 @@ def _rules(text: str) -> RuleSpec:
     specs: list[tuple[str, float | None]] = []
     for item in _split(text):
         name, sep, age = item.partition("=")
-        name = _rule_name(name.strip())
+        name = check_rule_name(name.strip())
         if any(name == seen for seen, _ in specs):
             raise ValueError(f"rule {name!r} listed twice")
-        min_age = parse_duration(age) if sep else None
-        specs.append((name, min_age))
+        specs.append((name, parse_duration(age) if sep else None))
     if not specs:
         raise ValueError("must name at least one rule")
     return tuple(specs)
-
-
-def _target(text: str) -> tuple[str, str]:
-    namespace, sep, name = text.strip().partition("/")
-    if not sep or not _DNS_LABEL.fullmatch(namespace) or not _DNS_SUBDOMAIN.fullmatch(name):
-        raise ValueError(f"must be NAMESPACE/POD, like team-a/web-0, got {text!r}")
-    return namespace, name
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -334,6 +370,26 @@ def parse_label_selector(text: str) -> str:
     return value
 
 
+# -- what a value looks like in the file -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How an option is written in the YAML file: msgspec's type, and in words."""
+
+    type: Any
+    words: str
+
+
+_DURATION: Final = Shape(str | float, "a duration like 10m")
+_NUMBER: Final = Shape(float, "a number")
+_COUNT: Final = Shape(int, "a whole number")
+_BOOL: Final = Shape(bool, "true or false")
+_STRING: Final = Shape(str, "a string")
+_NAMES: Final = Shape(str | list[str], "a list of strings (or one comma-separated string)")
+_DRY_RUN: Final = Shape(bool | str, "one of client, server, none (or true, false)")
+
+
 # -- the table -------------------------------------------------------------------------
 
 _ALL: Final = frozenset(COMMANDS)
@@ -343,29 +399,46 @@ _DELETING: Final = frozenset({"run", "scan"})
 _REPORTING: Final = frozenset({"scan", "explain"})
 
 
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: where it can come from, how it is parsed, what it defaults to."""
 
-    name: str  # snake_case; also the YAML key and, upper-cased, the env var suffix
+    name: str  # snake_case; upper-cased, the env var suffix; camelCased, the file key
     parse: Callable[[str], Any]
     default: Any
     help: str
     commands: frozenset[str] = _ALL
+    shape: Shape = _STRING
     metavar: str | None = None
-    default_text: str | None = None  # how the default reads in --help and the README
+    default_text: str | None = None  # how the default reads in --help and the reference
     # A flag given without a value means this; None means a value is required.
     const: str | None = None
     short: str | None = None  # a one-letter alias, kubectl's where there is one
     aliases: tuple[str, ...] = ()  # further long spellings kubectl users type by habit
+    # What one invocation is about (-n, -A) rather than a setting: a flag only, never
+    # read from the environment or the file.
+    flag_only: bool = False
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
     @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.name.upper()
+    def env(self) -> str | None:
+        return None if self.flag_only else ENV_PREFIX + self.name.upper()
+
+    @property
+    def key(self) -> str | None:
+        """The option's key in the ``--config`` file."""
+        return None if self.flag_only or self.name == "config" else _camel(self.name)
+
+    def spellings(self) -> tuple[str, ...]:
+        return tuple(s for s in (self.short, self.flag, *self.aliases) if s)
 
     def shown_default(self) -> str:
         if self.default_text is not None:
@@ -380,8 +453,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "config",
         str,
         None,
-        "YAML file setting any option below by name (snake_case or kebab-case keys), "
-        "and rules with their own min ages",
+        "YAML file setting the options below (all but -n and -A) by their camelCase names "
+        "(minAge, excludeNamespaces, …), and rules with their own min ages",
         metavar="FILE",
         default_text="none",
     ),
@@ -405,27 +478,43 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "namespaces",
         _namespaces,
         (),
-        "comma-separated namespaces to watch (one watch each); empty: all namespaces",
+        "comma-separated namespaces zombied works in: run watches them, scan lists them and "
+        "explain judges a pod by them; empty: every namespace",
+        shape=_NAMES,
         metavar="NS,...",
         default_text="all",
+    ),
+    Option(
+        "namespace",
+        _dns_label,
+        None,
+        "as in kubectl, the namespace of the pods listed (scan: one of --namespaces) or of "
+        "the pod explained (explain POD -n NS, or explain NS/POD)",
+        _REPORTING,
+        metavar="NS",
+        default_text="scan: all; explain: from NS/POD",
         short="-n",
-        aliases=("--namespace",),
+        flag_only=True,
     ),
     Option(
         "all_namespaces",
         _boolean,
         False,
-        "every namespace (the default; kubectl's spelling, not combinable with --namespaces)",
+        "list every namespace of --namespaces, as without -n (kubectl's spelling; "
+        "not combinable with -n)",
         _SCAN,
         metavar="true|false",
+        default_text="true without -n",
         const="true",
         short="-A",
+        flag_only=True,
     ),
     Option(
         "exclude_namespaces",
         _namespaces,
         (),
         "comma-separated namespaces whose pods are never touched",
+        shape=_NAMES,
         metavar="NS,...",
         default_text="none",
     ),
@@ -437,11 +526,13 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "(a=b, a!=b, a in (x,y), a notin (x), a, !a, a>1, a<1)",
         metavar="SELECTOR",
         default_text="all pods",
+        short="-l",
+        aliases=("--selector",),
     ),
     Option(
         "rules",
         _rules,
-        tuple((name, None) for name in DEFAULT_RULES),
+        None,
         f"comma-separated rules to enable: built-in ({', '.join(RULE_NAMES)}) or defined "
         "in the --config file; NAME=DURATION gives a rule its own min age",
         metavar="RULE[=AGE],...",
@@ -454,6 +545,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "how long a pod must have been terminal before it is deleted, for rules "
         "without their own min age (500ms, 30s, 5m, 1h30m or seconds); "
         + ", ".join(f"{name} has {format_duration(age)}" for name, age in OWN_MIN_AGES.items()),
+        shape=_DURATION,
         metavar="DURATION",
         default_text=format_duration(DEFAULT_MIN_AGE),
     ),
@@ -462,6 +554,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         _kinds,
         (),
         "comma-separated owner kinds (e.g. Job) whose pods are never touched; case-insensitive",
+        shape=_NAMES,
         metavar="KIND,...",
         default_text="none",
     ),
@@ -474,6 +567,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "own 5/s (excess dropped, counted), the lease renews every --retry-period, watches "
         "are not counted",
         _DELETING,
+        shape=_NUMBER,
         default_text="20",
     ),
     Option(
@@ -482,6 +576,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         100,
         "pod DELETE requests allowed back to back (most of a node's 110 pods at once)",
         _DELETING,
+        shape=_COUNT,
     ),
     Option(
         "max_in_flight",
@@ -489,6 +584,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         4,
         "concurrent DELETE requests (delete workers)",
         _DELETING,
+        shape=_COUNT,
         metavar="N",
     ),
     Option(
@@ -497,6 +593,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         DryRun.OFF,
         "log what would be deleted (client) or send deletes with dryRun=All (server); "
         "a bare --dry-run means client",
+        shape=_DRY_RUN,
         metavar="client|server|none",
         default_text="none",
         const="client",
@@ -504,7 +601,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option(
         "listen",
         _listen,
-        ("0.0.0.0", 8080),  # noqa: S104 - see Config.listen_host
+        ("0.0.0.0", 8080),  # noqa: S104 - every interface: the kubelet probes the pod IP
         "HOST:PORT for /healthz, /readyz and /metrics; port 0 picks a free port",
         _RUN,
         metavar="HOST:PORT",
@@ -517,6 +614,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "on SIGTERM, how long to finish due deletes before exiting; keep it below the "
         "pod's terminationGracePeriodSeconds",
         _RUN,
+        shape=_DURATION,
         metavar="DURATION",
         default_text="20s",
     ),
@@ -540,6 +638,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         False,
         "elect a leader through a coordination.k8s.io Lease; only the leader deletes",
         _RUN,
+        shape=_BOOL,
         metavar="true|false",
         const="true",
     ),
@@ -551,7 +650,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "namespace of the Lease",
         _RUN,
         metavar="NS",
-        default_text="own namespace, else default",
+        default_text="the namespace zombied runs in (in a cluster), else default",
     ),
     Option(
         "lease_duration",
@@ -559,6 +658,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         15.0,
         "how long a Lease is valid without renewal; standbys take over after it",
         _RUN,
+        shape=_DURATION,
         metavar="DURATION",
         default_text="15s",
     ),
@@ -568,6 +668,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         10.0,
         "the leader stops deleting when it could not renew for this long",
         _RUN,
+        shape=_DURATION,
         metavar="DURATION",
         default_text="10s",
     ),
@@ -577,6 +678,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         2.0,
         "interval between Lease acquire/renew attempts",
         _RUN,
+        shape=_DURATION,
         metavar="DURATION",
         default_text="2s",
     ),
@@ -586,6 +688,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         300.0,
         "minimum server-side watch timeout; each watch picks at random up to twice this",
         _RUN,
+        shape=_DURATION,
         metavar="DURATION",
         default_text="5m",
     ),
@@ -593,8 +696,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "output",
         _choice("table", "wide", "json", "yaml", "name"),
         "table",
-        "report format: a table (wide: scan adds phase, termination time and message), JSON "
-        "or YAML, or pod/NAME lines",
+        "report format: a table (wide, scan only: adds phase, termination time and "
+        "message), JSON or YAML (camelCase keys, RFC 3339 times), or name: pod/NAME of each "
+        "pod zombied would delete now",
         _REPORTING,
         metavar="table|wide|json|yaml|name",
         short="-o",
@@ -605,6 +709,18 @@ OPTIONS: Final[tuple[Option, ...]] = (
         False,
         "print the table without its header line",
         _SCAN,
+        shape=_BOOL,
+        metavar="true|false",
+        const="true",
+    ),
+    Option(
+        "waiting",
+        _boolean,
+        False,
+        "also list the pods that match a rule but are not yet past its min age, with when "
+        "they become due; they are never deleted",
+        _SCAN,
+        shape=_BOOL,
         metavar="true|false",
         const="true",
     ),
@@ -614,12 +730,14 @@ OPTIONS: Final[tuple[Option, ...]] = (
         False,
         "delete the zombies found (once); with --dry-run only reports what it would delete",
         _SCAN,
+        shape=_BOOL,
         metavar="true|false",
         const="true",
     ),
 )
 
 _BY_NAME: Final = {option.name: option for option in OPTIONS}
+_BY_KEY: Final = {option.key: option for option in OPTIONS if option.key is not None}
 
 
 def options_for(command: str) -> tuple[Option, ...]:
@@ -634,6 +752,16 @@ def _check_command(command: str) -> None:
 
 
 # -- argparse --------------------------------------------------------------------------
+
+#: What a flag that another command takes means here, for the error naming it.
+_ELSEWHERE: Final = {
+    ("run", "-n"): "the namespaces run watches are --namespaces NS,...",
+    ("run", "--namespace"): "the namespaces run watches are --namespaces NS,...",
+    ("run", "-A"): "run watches every namespace unless --namespaces names some",
+    ("run", "--all-namespaces"): "run watches every namespace unless --namespaces names some",
+    ("explain", "-A"): "explain reads one pod: POD -n NS, or NS/POD",
+    ("explain", "--all-namespaces"): "explain reads one pod: POD -n NS, or NS/POD",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -652,7 +780,11 @@ def _rephrase(message: str, prog: str) -> str:
         first = message[len("unrecognized arguments: ") :].split(maxsplit=1)[0]
         name = first.split("=", 1)[0]
         if name.startswith("-"):
-            return f"{name}: unknown option for '{prog}' (see '{prog} --help')"
+            if name.startswith("-") and not name.startswith("--"):
+                name = name[:2]
+            hint = _ELSEWHERE.get((prog.removeprefix("zombied "), name))
+            hint = f"; {hint}" if hint else ""
+            return f"{name}: unknown option for '{prog}' (see '{prog} --help'){hint}"
         return f"{first}: unexpected argument for '{prog}' (see '{prog} --help')"
     return f"{prog}: {message}"
 
@@ -670,22 +802,24 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS,
         allow_abbrev=False,
         exit_on_error=False,
-        epilog="Every option can also be set with its environment variable or in the "
-        "--config file. Precedence: flag > environment > file > default; an invalid value "
-        "is an error wherever it is, even where another source overrides it.",
+        epilog="Every option but -n and -A can also be set with its environment variable "
+        "or in the --config file. Precedence: flag > environment > file > default; an "
+        "invalid value is an error wherever it is, even where another source overrides it.",
     )
     if command == "explain":
-        parser.add_argument("target", metavar="NAMESPACE/POD", help="the pod to explain")
+        parser.add_argument(
+            "target", metavar="[NS/]POD", help="the pod to explain, in -n NS or in NS/"
+        )
     for option in options_for(command):
+        where = f"; env {option.env}" if option.env else ""
         kwargs: dict[str, Any] = {
             "dest": option.name,
             "metavar": option.metavar or option.name.upper(),
-            "help": f"{option.help} (default: {option.shown_default()}; env {option.env})",
+            "help": f"{option.help} (default: {option.shown_default()}{where})",
         }
         if option.const is not None:
             kwargs.update(nargs="?", const=option.const)
-        flags = (option.short, option.flag) if option.short else (option.flag,)
-        parser.add_argument(*flags, *option.aliases, **kwargs)
+        parser.add_argument(*option.spellings(), **kwargs)
     return parser
 
 
@@ -698,10 +832,56 @@ _DESCRIPTIONS: Final = {
 }
 
 
+def _normalize(command: str, argv: Sequence[str]) -> list[str]:
+    """``argv`` with every value attached to its flag, as kubectl's flag parser reads it.
+
+    A flag that needs a value takes the next argument whatever it looks like
+    (``--min-age -1s`` is the value ``-1s``, to be refused by the option itself, not
+    by argparse). A flag with an optional value (``--dry-run``) takes the next argument
+    only when it is a value the option accepts, so ``explain --dry-run NS/POD`` keeps
+    its pod.
+    """
+    by_spelling = {
+        spelling: option for option in options_for(command) for spelling in option.spellings()
+    }
+    out: list[str] = []
+    args = list(argv)
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if arg[:1] == "-" and arg[2:3] == "=" and arg[:2] in by_spelling:
+            arg = arg[:2] + arg[3:]  # -n=team-a, as kubectl takes it
+        option = by_spelling.get(arg)
+        if arg == "--":
+            out.extend(args[index - 1 :])
+            break
+        if option is None:
+            out.append(arg)
+            continue
+        joined = f"{arg}=" if arg.startswith("--") else arg
+        if index < len(args) and (option.const is None or _accepts(option, args[index])):
+            out.append(joined + args[index])
+            index += 1
+        elif option.const is not None:
+            out.append(joined + option.const)
+        else:
+            out.append(arg)  # argparse says the value is missing
+    return out
+
+
+def _accepts(option: Option, text: str) -> bool:
+    try:
+        option.parse(text)
+    except ValueError:
+        return False
+    return True
+
+
 # -- loading ---------------------------------------------------------------------------
 
 
-def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -> Config:
+def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -> AnyConfig:
     """Resolve the configuration of ``zombied COMMAND`` from flags, env, file, defaults.
 
     Every value given is parsed, whichever source wins: a broken environment variable
@@ -710,22 +890,19 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
     """
     parser = build_parser(command)
     try:
-        namespace = parser.parse_args(list(argv))
+        namespace = parser.parse_args(_normalize(command, argv))
     except argparse.ArgumentError as exc:
         raise ConfigError(_rephrase(str(exc), parser.prog)) from None
     flags: dict[str, str] = vars(namespace)
 
-    config_file = flags.get("config", environ.get(_BY_NAME["config"].env))
-    file_values: dict[str, Any] = {}
-    rule_defs: tuple[_RuleDef, ...] = ()
-    if config_file is not None:
-        file_values, rule_defs = _load_file(config_file)
+    config_file = flags.get("config", environ.get(ENV_PREFIX + "CONFIG"))
+    document = _read_file(config_file) if config_file is not None else _Document({}, ())
     # Every environment value is checked, for every command: one Deployment's
     # environment may serve several commands, and a typo must not lie in wait.
     env_values = {
         option.name: _parse(option, environ[option.env], f"{option.flag} (from {option.env})")
         for option in OPTIONS
-        if option.name != "config" and option.env in environ
+        if option.env is not None and option.name != "config" and option.env in environ
     }
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
@@ -736,19 +913,13 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
         elif option.name in env_values:
             values[option.name] = env_values[option.name]
             origins[option.name] = f"{option.flag} (from {option.env})"
-        elif option.name in file_values:
-            values[option.name] = file_values[option.name]
-            origins[option.name] = f"--config {config_file}"
+        elif option.name in document.values:
+            values[option.name] = document.values[option.name]
         else:
             values[option.name] = option.default
-    if command == "explain":
-        try:
-            values["target"] = _target(flags["target"])
-        except ValueError as exc:
-            raise ConfigError(f"zombied explain: {exc}") from None
-    values["rules"] = _rule_set(values, origins, rule_defs, config_file)
     values["config_file"] = config_file
-    return _build(command, values)
+    values["rules"] = _rule_set(values, origins, document)
+    return _build(command, values, flags.get("target"))
 
 
 def _parse(option: Option, text: str, origin: str) -> Any:
@@ -758,84 +929,80 @@ def _parse(option: Option, text: str, origin: str) -> Any:
         raise ConfigError(f"{origin}: {exc}") from None
 
 
-def _rule_set(
-    values: Mapping[str, Any],
-    origins: Mapping[str, str],
-    defined: Sequence[_RuleDef],
-    config_file: str | None,
-) -> RuleSet:
+def _rule_set(values: Mapping[str, Any], origins: Mapping[str, str], doc: _Document) -> RuleSet:
     """The enabled rules: named by --rules, else listed in the file, else the defaults."""
-    by_name = {rule.name: rule for rule in defined}
-    min_age: float = values["min_age"]
-    enabled: RuleSpec
-    if "rules" in origins and not origins["rules"].startswith("--config"):
-        enabled, origin = values["rules"], origins["rules"]
-    elif defined:
-        enabled, origin = tuple((rule.name, None) for rule in defined), f"--config {config_file}"
-    else:
-        enabled, origin = values["rules"], "--rules"
-    rules: list[Rule] = []
-    for name, given in enabled:
-        definition = by_name.get(name)
-        if definition is None and name not in BUILTIN_RULES:
-            where = f"; the file defines {', '.join(by_name)}" if by_name else ""
-            raise ConfigError(
-                f"{origin}: unknown rule {name!r}: a built-in ({', '.join(RULE_NAMES)}) or a "
-                f"rule with reasons in the --config file's rules{where}"
-            )
-        age = given if given is not None else definition.min_age if definition else None
-        if age is None:
-            age = OWN_MIN_AGES.get(name, min_age)
-        rules.append(Rule(name, age, definition.pattern if definition else None))
-    scope = Selection(values["namespaces"], values["exclude_namespaces"], values["label_selector"])
-    return RuleSet(tuple(rules), frozenset(values["exclude_owner_kinds"]), scope)
+    enabled: EnabledRules | None = values["rules"] if "rules" in origins else None
+    try:
+        return build_rules(
+            doc.rules,
+            enabled,
+            min_age=values["min_age"],
+            exclude_owner_kinds=values["exclude_owner_kinds"],
+            scope=Selection(
+                values["namespaces"], values["exclude_namespaces"], values["label_selector"]
+            ),
+        )
+    except RuleError as exc:
+        if exc.index is not None:
+            path = f"rules[{exc.index}].{exc.field}"
+            raise ConfigError(f"{doc.where}: line {doc.line(path)}: {path}: {exc}") from None
+        raise ConfigError(f"{origins.get('rules', '--rules')}: {exc}") from None
 
 
-_DERIVED: Final = frozenset(
-    {"listen", "watch_timeout", "min_age", "exclude_owner_kinds", "all_namespaces"}
-)
-
-
-def _build(command: str, values: Mapping[str, Any]) -> Config:
-    def get(name: str) -> Any:
-        # Options of other commands are absent: they read as the table's default.
-        return values[name] if name in values else _BY_NAME[name].default
-
-    namespaces: tuple[str, ...] = get("namespaces")
-    excluded: tuple[str, ...] = get("exclude_namespaces")
-    if namespaces and get("all_namespaces"):
-        raise ConfigError("--all-namespaces: cannot be combined with --namespaces (-n)")
-    overlap = [name for name in excluded if name in namespaces]
+def _build(command: str, values: dict[str, Any], target: str | None) -> AnyConfig:
+    namespaces: tuple[str, ...] = values["namespaces"]
+    overlap = [name for name in values["exclude_namespaces"] if name in namespaces]
     if overlap:
         raise ConfigError(
             f"--exclude-namespaces: {overlap[0]!r} is also listed in --namespaces; "
             "name it in only one of them"
         )
-    host, port = get("listen")
-    watch_timeout: float = get("watch_timeout")
-    # Options named like a field fill it as they are; the rest are derived below.
-    fields = {
-        option.name: get(option.name)
-        for option in OPTIONS
-        if option.name not in _DERIVED and option.name not in ("config", "rules")
-    }
-    config = Config(
-        command=command,
-        config_file=values["config_file"],
-        target=values.get("target"),
-        rules=values["rules"],
-        listen_host=host,
-        listen_port=port,
-        watch_timeout_min=watch_timeout,
-        watch_timeout_max=2 * watch_timeout,
-        **fields,
-    )
     if command == "run":
+        values["listen_host"], values["listen_port"] = values["listen"]
+        values["watch_timeout_min"] = values["watch_timeout"]
+        values["watch_timeout_max"] = 2 * values["watch_timeout"]
+    elif command == "scan" and values["namespace"] is not None and values["all_namespaces"]:
+        raise ConfigError("--all-namespaces: cannot be combined with --namespace (-n)")
+    elif command == "explain":
+        values["target"] = _target(target or "", values["namespace"])
+        if values["output"] == "wide":
+            raise ConfigError(
+                "--output: wide is scan's; explain's table already shows everything "
+                "(choose from table, json, yaml, name)"
+            )
+    cls = _CONFIG_TYPES[command]
+    config = cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
+    if isinstance(config, RunConfig):
         _check_lease_timing(config)
     return config
 
 
-def _check_lease_timing(config: Config) -> None:
+def _target(text: str, namespace: str | None) -> tuple[str, str]:
+    """The pod ``explain`` reads: ``POD`` in ``-n NS``, or ``NS/POD``."""
+    value = text.strip()
+    if "/" in value:
+        named, _, name = value.partition("/")
+        if not _DNS_LABEL.fullmatch(named) or not _DNS_SUBDOMAIN.fullmatch(name):
+            raise ConfigError(
+                f"zombied explain: must be POD or NAMESPACE/POD, like team-a/web-0, got {text!r}"
+            )
+        if namespace is not None and namespace != named:
+            raise ConfigError(
+                f"--namespace: {text!r} is in namespace {named}, not {namespace}; "
+                "give the namespace once"
+            )
+        return named, name
+    if not _DNS_SUBDOMAIN.fullmatch(value):
+        raise ConfigError(f"zombied explain: must be a pod name, like web-0, got {text!r}")
+    if namespace is None:
+        raise ConfigError(
+            f"zombied explain: which namespace is pod {value!r} in? "
+            f"give -n NAMESPACE {value}, or NAMESPACE/{value}"
+        )
+    return namespace, value
+
+
+def _check_lease_timing(config: RunConfig) -> None:
     # client-go's rule: the leader must give up (renew deadline) before anyone else
     # may take over (lease duration), with room for one jittered retry in between.
     if not config.lease_duration > config.renew_deadline:
@@ -853,18 +1020,61 @@ def _check_lease_timing(config: Config) -> None:
 
 
 # -- the YAML file ---------------------------------------------------------------------
+#
+# Three steps: PyYAML composes the node tree (syntax errors, with their line), a walk
+# over it checks what PyYAML lets through (keys that are not strings, keys set twice),
+# and msgspec decodes the constructed document into a schema generated from the table.
+# Each error names a path (``rules[0].minAge``); the node tree turns it into a line.
+
+
+class _FileRule(msgspec.Struct, forbid_unknown_fields=True, rename="camel", kw_only=True):
+    name: str
+    min_age: str | float | None = None
+    phases: list[str] | None = None
+    reasons: list[str] | None = None
+    message: str | None = None
+    owner_kinds: list[str] | None = None
+
+
+_FILE_OPTIONS: Final = tuple(o for o in OPTIONS if o.key is not None and o.name != "rules")
+_FileSchema: Final = msgspec.defstruct(
+    "File",
+    [(o.name, o.shape.type | None, None) for o in _FILE_OPTIONS]
+    + [("rules", list[_FileRule] | None, None)],
+    forbid_unknown_fields=True,
+    rename="camel",
+    kw_only=True,
+)
+#: What each path of the file must be, for the errors that say so.
+_RULE_WORDS: Final = {
+    "name": "a rule name like node-shutdown",
+    "minAge": _DURATION.words,
+    "phases": "a list of phases (Failed, Succeeded)",
+    "reasons": "a list of status.reason strings",
+    "message": "a regular expression (a string)",
+    "ownerKinds": "a list of kinds like ReplicaSet",
+}
+_PATH_PART: Final = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_MSGSPEC_ERROR: Final = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$")
+
+PathPart = str | int
 
 
 @dataclass(frozen=True)
-class _RuleDef:
-    """A rule as the file lists it: a built-in by name, or one of the operator's own."""
+class _Document:
+    """The options a file sets (parsed) and its rules, with what locates its errors."""
 
-    name: str
-    min_age: float | None
-    pattern: Pattern | None
+    values: Mapping[str, Any]
+    rules: tuple[RuleSpec, ...]
+    where: str = ""
+    root: yaml.Node | None = None
+
+    def line(self, path: str) -> int:
+        """The line of ``path`` (``rules[0].minAge``), or of its nearest written parent."""
+        return _line(self.root, _parse_path(path)) if self.root is not None else 1
 
 
-def _load_file(path: str) -> tuple[dict[str, Any], tuple[_RuleDef, ...]]:
+def _read_file(path: str) -> _Document:
     """Every option the file sets, parsed, and its rules; options of every command."""
     where = f"--config {path}"
     try:
@@ -880,48 +1090,94 @@ def _load_file(path: str) -> tuple[dict[str, Any], tuple[_RuleDef, ...]]:
         # A ConfigMap mounted under the wrong key shows up as an empty file: running
         # with the defaults (every namespace) instead would widen what zombied deletes.
         raise ConfigError(f"{where}: the file sets nothing; give at least one option")
-    if not isinstance(root, yaml.MappingNode):
-        raise ConfigError(
-            f"{where}: line {root.start_mark.line + 1}: must be a mapping of option names to values"
-        )
-    values: dict[str, Any] = {}
-    rules: tuple[_RuleDef, ...] = ()
-    seen: dict[str, int] = {}
-    for key_node, value_node in root.value:
-        line = key_node.start_mark.line + 1
-        prefix = f"{where}: line {line}"
-        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-        if not isinstance(key, str) or not key:
-            raise ConfigError(f"{prefix}: keys must be option names")
-        name = key.replace("-", "_")
-        option = _BY_NAME.get(name)
-        if option is None or name == "config":
-            raise ConfigError(f"{prefix}: unknown key {key!r}")
-        if name in seen:
-            raise ConfigError(f"{prefix}: {key!r} is already set on line {seen[name]}")
-        seen[name] = line
-        if name == "rules":
-            if value_node.tag != "tag:yaml.org,2002:null":  # `rules:` alone: the default
-                rules = _file_rules(value_node, where)
-            continue
-        raw = _construct(value_node, where)
-        if raw is None:
-            continue  # `key:` with no value leaves the default
-        try:
-            values[name] = option.parse(_as_text(raw, option))
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"{prefix}: {key}: {exc}") from None
-    return values, rules
-
-
-def _construct(node: yaml.Node, where: str) -> object:
+    _check_keys(root, where)
     loader = yaml.SafeLoader("")
     try:
-        return loader.construct_object(node, deep=True)
+        document = loader.construct_document(root)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: {_yaml_problem(exc)}") from None
     finally:
         loader.dispose()
+    try:
+        decoded: Any = msgspec.convert(document, _FileSchema)
+    except msgspec.ValidationError as exc:
+        at, problem = _schema_problem(str(exc), document)
+        raise ConfigError(f"{where}: line {_line(root, at)}: {problem}") from None
+    values: dict[str, Any] = {}
+    for option in _FILE_OPTIONS:
+        value = getattr(decoded, option.name)
+        if value is None:
+            continue  # `key:` with no value leaves the default
+        try:
+            values[option.name] = option.parse(_as_text(value))
+        except ValueError as exc:
+            line = _line(root, [option.key or option.name])
+            raise ConfigError(f"{where}: line {line}: {option.key}: {exc}") from None
+    rules = tuple(
+        _rule_spec(rule, f"rules[{index}]", where, root)
+        for index, rule in enumerate(decoded.rules or ())
+    )
+    return _Document(values, rules, where, root)
+
+
+def _rule_spec(rule: _FileRule, path: str, where: str, root: yaml.Node) -> RuleSpec:
+    min_age: float | None = None
+    if rule.min_age is not None:
+        try:
+            min_age = parse_duration(_as_text(rule.min_age))
+        except ValueError as exc:
+            line = _line(root, _parse_path(f"{path}.minAge"))
+            raise ConfigError(f"{where}: line {line}: {path}.minAge: {exc}") from None
+
+    def strings(value: list[str] | None) -> tuple[str, ...] | None:
+        return tuple(value) if value is not None else None
+
+    return RuleSpec(
+        rule.name,
+        min_age,
+        strings(rule.phases),
+        strings(rule.reasons),
+        rule.message,
+        strings(rule.owner_kinds),
+    )
+
+
+def _as_text(value: object) -> str:
+    """A decoded file value as the string its flag would take."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # as written: msgspec reads `qps: -1` as -1.0
+    return str(value)
+
+
+def _check_keys(root: yaml.Node, where: str) -> None:
+    """Keys are strings, each set once, in every mapping (PyYAML keeps the last)."""
+    seen: set[int] = set()  # aliases share nodes: visit each once
+    pending: list[tuple[yaml.Node, list[PathPart]]] = [(root, [])]
+    while pending:
+        node, path = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            pending.extend((item, [*path, index]) for index, item in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            lines: dict[str, int] = {}
+            for key, value in node.value:
+                line = key.start_mark.line + 1
+                if not isinstance(key, yaml.ScalarNode) or key.tag != "tag:yaml.org,2002:str":
+                    what = "option names" if node is root else "field names"
+                    raise ConfigError(f"{where}: line {line}: keys must be {what}")
+                at = _show_path([*path, key.value])
+                if key.value in lines:
+                    raise ConfigError(
+                        f"{where}: line {line}: {at}: already set on line {lines[key.value]}"
+                    )
+                lines[key.value] = line
+                pending.append((value, [*path, key.value]))
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -932,199 +1188,102 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{line}not valid YAML: {' '.join(str(problem).split())}"
 
 
-def _as_text(value: object, option: Option) -> str:
-    """A YAML value as the string its flag would take; rejects the wrong shapes."""
+def _parse_path(text: str) -> list[PathPart]:
+    """``rules[0].minAge`` (or msgspec's ``.rules[0].minAge``) as ``["rules", 0, "minAge"]``."""
+    if not text.startswith((".", "[")):
+        text = "." + text
+    return [key if key else int(index) for key, index in _PATH_PART.findall(text)]
+
+
+def _show_path(path: Sequence[PathPart]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)[1:]
+
+
+def _schema_problem(message: str, document: object) -> tuple[list[PathPart], str]:
+    """msgspec's complaint about ``document`` as (path, ``path: what is wrong``)."""
+    match = _MSGSPEC_ERROR.match(message)
+    what = match.group("what") if match else message
+    path: list[PathPart] = _parse_path(match.group("path") or "") if match else []
+    field = re.search(r"field `([^`]+)`", what)
+    if what.startswith("Object contains unknown field") and field is not None:
+        path = [*path, field.group(1)]
+        return path, f"{_show_path(path)}: {_unknown(path)}"
+    if what.startswith("Object missing required field") and field is not None:
+        path = [*path, field.group(1)]
+        return path, f"{_show_path(path)}: is required"
+    got = _describe(_lookup(document, path))
+    words = _words(path)
+    if not path:
+        return path, f"must be {words}, got {got}"
+    return path, f"{_show_path(path)}: must be {words}, got {got}"
+
+
+def _unknown(path: Sequence[PathPart]) -> str:
+    key = str(path[-1])
+    if len(path) > 1:
+        return f"unknown field (a rule takes {', '.join(SPEC_FIELDS)})"
+    camel = _camel(key.replace("-", "_"))
+    if camel in _BY_KEY and camel != key:
+        return f"unknown key; keys are camelCase: {camel}"
+    close = difflib.get_close_matches(key, [*_BY_KEY], n=1, cutoff=0.8)
+    return "unknown key" + (f"; did you mean {close[0]}?" if close else "")
+
+
+def _words(path: Sequence[PathPart]) -> str:
+    if not path:
+        return "a mapping of option names to values"
+    if path[0] == "rules":
+        if len(path) == 1:
+            return "a list of rules, each a mapping with a name"
+        if len(path) == 2:
+            return "a mapping with a name (a rule)"
+        if len(path) == 3:
+            return _RULE_WORDS.get(str(path[2]), "a string")
+        return "a string"
+    option = _BY_KEY.get(str(path[0]))
+    if option is None or len(path) > 1:
+        return "a string"
+    return option.shape.words
+
+
+def _lookup(document: object, path: Sequence[PathPart]) -> object:
+    for part in path:
+        try:
+            document = document[part]  # type: ignore[index]
+        except (LookupError, TypeError):
+            return None
+    return document
+
+
+def _describe(value: object) -> str:
     if isinstance(value, bool):
-        if option.parse not in (_boolean, _dry_run):
-            raise ValueError(f"must be a {_shape(option)}, got a boolean")
         return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and option.name in _LIST_OPTIONS:
-        if not all(isinstance(item, str) for item in value):
-            raise ValueError("must be a list of strings")
-        return ",".join(value)
-    raise ValueError(f"must be a {_shape(option)}, got {_yaml_type(value)}")
-
-
-_LIST_OPTIONS: Final = frozenset({"namespaces", "exclude_namespaces", "exclude_owner_kinds"})
-
-
-def _shape(option: Option) -> str:
-    return "string or a list of strings" if option.name in _LIST_OPTIONS else "single value"
-
-
-def _yaml_type(value: object) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return type(value).__name__
+    return repr(value)
 
 
-_RULE_KEYS: Final = ("name", "minAge", "phases", "reasons", "message", "ownerKinds")
-
-
-def _file_rules(node: yaml.Node, where: str) -> tuple[_RuleDef, ...]:
-    """``rules:``, a list of ``{name, minAge}`` (built-in) or ``{name, phases, reasons,
-    message, ownerKinds, minAge}`` (the operator's own); errors name the rule and field."""
-    if not isinstance(node, yaml.SequenceNode):
-        raise ConfigError(
-            f"{where}: line {node.start_mark.line + 1}: rules: must be a list of rules, "
-            "each a mapping with a name"
-        )
-    rules: list[_RuleDef] = []
-    lines: dict[str, int] = {}
-    for item in node.value:
-        line = item.start_mark.line + 1
-        entry = _construct(item, where)
-        prefix = f"{where}: line {line}: rules"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{prefix}: each rule must be a mapping with a name")
-        try:
-            name = _rule_name(entry.get("name"))
-        except ValueError as exc:
-            raise ConfigError(f"{prefix}: name: {exc}") from None
-        prefix = f"{prefix}: rule {name!r}"
-        if name in lines:
-            raise ConfigError(f"{prefix}: name: already defined on line {lines[name]}")
-        lines[name] = line
-        try:
-            rules.append(_file_rule(name, entry))
-        except _FieldError as exc:
-            # Point at the field's own line when it is written out.
-            field_line = next(
-                (
-                    key.start_mark.line + 1
-                    for key, _ in item.value
-                    if isinstance(key, yaml.ScalarNode) and key.value == exc.field
-                ),
-                line,
-            )
-            prefix = prefix.replace(f": line {line}: ", f": line {field_line}: ", 1)
-            raise ConfigError(f"{prefix}: {exc.field}: {exc}") from None
-    return tuple(rules)
-
-
-class _FieldError(ValueError):
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field_name
-
-
-def _file_rule(name: str, entry: Mapping[object, object]) -> _RuleDef:
-    for key in entry:
-        if key not in _RULE_KEYS:
-            raise _FieldError(str(key), f"unknown field (rules take {', '.join(_RULE_KEYS)})")
-    min_age: float | None = None
-    if entry.get("minAge") is not None:
-        age = entry["minAge"]
-        if isinstance(age, bool) or not isinstance(age, str | int | float):
-            raise _FieldError("minAge", f"must be a duration like 10m, got {_yaml_type(age)}")
-        try:
-            min_age = parse_duration(str(age))
-        except ValueError as exc:
-            raise _FieldError("minAge", str(exc)) from None
-    pattern_keys = [key for key in _RULE_KEYS[2:] if key in entry]
-    if "reasons" not in entry:
-        if name not in BUILTIN_RULES:
-            raise _FieldError(
-                "reasons",
-                f"a rule of your own needs reasons (built-in rules: {', '.join(RULE_NAMES)})",
-            )
-        if pattern_keys:
-            raise _FieldError(pattern_keys[0], "a built-in rule takes only minAge")
-        return _RuleDef(name, min_age, None)
-    if name in BUILTIN_RULES:
-        raise _FieldError("name", "is a built-in rule; give your own rule another name")
-    phases = _string_list(entry, "phases", required=True)
-    unknown = [phase for phase in phases if phase not in PHASES]
-    if unknown:
-        raise _FieldError("phases", f"unknown phase {unknown[0]!r} (known: {', '.join(PHASES)})")
-    reasons = _string_list(entry, "reasons", required=True)
-    message = entry.get("message")
-    compiled: re.Pattern[str] | None = None
-    if message is not None:
-        if not isinstance(message, str) or not message:
-            raise _FieldError("message", "must be a regular expression (a non-empty string)")
-        try:
-            compiled = re.compile(message)
-        except re.error as exc:
-            raise _FieldError("message", f"not a valid regular expression: {exc}") from None
-    kinds = _string_list(entry, "ownerKinds", required=False)
-    for kind in kinds:
-        if not _KIND.fullmatch(kind):
-            raise _FieldError("ownerKinds", f"{kind!r} is not a valid kind")
-    try:
-        pattern = Pattern(frozenset(phases), frozenset(reasons), None, compiled, frozenset(kinds))
-    except ValueError as exc:
-        field_name, _, text = str(exc).partition(": ")
-        raise _FieldError(field_name, text) from None
-    return _RuleDef(name, min_age, pattern)
-
-
-def _string_list(entry: Mapping[object, object], key: str, *, required: bool) -> list[str]:
-    value = entry.get(key)
-    if value is None:
-        if required:
-            raise _FieldError(key, "is required: a list of strings")
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise _FieldError(key, f"must be a list of non-empty strings, got {_yaml_type(value)}")
-    if required and not value:
-        raise _FieldError(key, "must not be empty")
-    return list(value)
-
-
-# -- documentation ---------------------------------------------------------------------
-
-
-def format_reference(options: Iterable[Option] = OPTIONS) -> str:
-    """The configuration reference as a markdown table (generated into the README)."""
-    lines = [
-        "| Flag | Environment | Default | Commands | Description |",
-        "|---|---|---|---|---|",
-    ]
-    for option in options:
-        flag = option.flag
-        if option.const is not None:
-            flag += f"[={option.metavar}]"
-        elif option.metavar:
-            flag += f" {option.metavar}"
-        commands = ", ".join(c for c in COMMANDS if c in option.commands)
-        spellings = [f"`{alias}`" for alias in (option.short, *option.aliases) if alias]
-        cells = [
-            f"`{flag}`" + (f" ({', '.join(spellings)})" if spellings else ""),
-            f"`{option.env}`",
-            option.shown_default(),
-            commands,
-            option.help,
-        ]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def format_rules_reference() -> str:
-    """The built-in rules as a markdown table (generated into the README)."""
-    lines = [
-        "| Rule | Phases | Reasons | Message must match | Min age | On by default |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, pattern in BUILTIN_RULES.items():
-        reasons = [f"`{reason}`" for reason in sorted(pattern.reasons)]
-        if pattern.reason_pattern is not None:
-            reasons.append("`OutOf<resource>`")
-        message = f"`{pattern.message.pattern}`" if pattern.message is not None else "anything"
-        age = OWN_MIN_AGES.get(name)
-        cells = [
-            f"`{name}`",
-            ", ".join(sorted(pattern.phases)),
-            ", ".join(reasons) or "any",
-            message,
-            format_duration(age) if age is not None else "`--min-age`",
-            "yes" if name in DEFAULT_RULES else "no",
-        ]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    return "\n".join(lines) + "\n"
+def _line(root: yaml.Node | None, path: Sequence[PathPart]) -> int:
+    """The line of the key (or item) at ``path``; its nearest parent's when not written."""
+    if root is None:
+        return 1
+    line = root.start_mark.line + 1
+    node: yaml.Node = root
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            entry = next(((k, v) for k, v in node.value if k.value == part), None)
+            if entry is None:
+                break
+            line, node = entry[0].start_mark.line + 1, entry[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                break
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

@@ -21,5 +21,13 @@ class KubeconfigError(ConfigError):
     """The cluster credentials could not be loaded (missing or broken kubeconfig)."""
 
 
+class ListenError(ConfigError):
+    """The ``--listen`` address cannot be served (taken, not local, or not allowed).
+
+    A configuration problem as far as the operator is concerned: the fix is another
+    ``--listen`` or stopping whatever holds the address, so it exits 2 like one.
+    """
+
+
 class PermissionDenied(ZombiedError):
     """The API server answered 401/403; the message names the missing RBAC rule."""

@@ -1,15 +1,19 @@
-"""``zombied explain NAMESPACE/POD``: why zombied would, or would not, delete one pod.
+"""``zombied explain [NS/]POD``: why zombied would, or would not, delete one pod.
 
 `explain` is a pure function from the pod as the API serves it, the configuration
-and the current time to an `Explanation`: every safety veto and whether it applies,
-every enabled rule and why it does not match, when the pod becomes due and what
-zombied would do now. It decides nothing of its own: it prints `rules.judge` with the
-configured rules, the same judgement the daemon queues by and ``scan`` lists by, so the
-explanation cannot disagree with the controller. Renderers (`RENDERERS`, keyed by ``--output``) only
-format an `Explanation`; a new output format is a new function there. `run_explain`
-is the thin I/O shell: one GET, never a write. It must never delete or patch anything.
+and the current time to an `Explanation`: the `zombied.rules.Judgement` on the pod
+(every safety veto with its evidence, every enabled rule's match or mismatch, when
+the pod becomes due) and what zombied would do now, in one sentence. It decides
+nothing of its own: it prints `rules.judge` with the configured rules, the same
+judgement the daemon queues by and ``scan`` lists by, so the explanation cannot
+disagree with the controller. Renderers (`RENDERERS`, keyed by ``--output``) only
+format an `Explanation`, in `zombied.report`'s style: the table is the whole report
+(there is no ``wide``), ``json`` and ``yaml`` the same document, and ``name`` prints
+``pod/NAME`` only when the decision is delete, as ``scan -o name`` lists only what it
+would delete. `run_explain` is the thin I/O shell: one GET, never a write. It must
+never delete or patch anything.
 
-Exit codes: 0 the pod was read and explained (whatever the verdict), 1 the pod could
+Exit codes: 0 the pod was read and explained (whatever the decision), 1 the pod could
 not be read: not found (it may have been deleted already, by zombied or anyone), no
 permission, or the API unreachable, 2 invalid configuration or usage.
 """
@@ -22,17 +26,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-import msgspec
-import yaml
-
+from zombied import report
 from zombied.config import DryRun, format_duration
 from zombied.errors import ZombiedError
 from zombied.kube import ApiError, Kind, Kube, Request, open_kube
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
-from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, judge
+from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, RuleMatch, judge
 
 if TYPE_CHECKING:
-    from zombied.config import Config
+    from zombied.config import ExplainConfig
 
 __all__ = [
     "RENDERERS",
@@ -44,6 +46,8 @@ __all__ = [
 ]
 
 _GET_TIMEOUT: Final = 30.0
+#: What a pod without a termination time waits for, in the report's words.
+FIRST_SEEN: Final = "after zombied first sees it terminal"
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class Explanation:
 
     judgement: Judgement
     now: datetime
-    action: Decision
+    decision: Decision
     summary: str
 
     @property
@@ -61,7 +65,7 @@ class Explanation:
         return self.judgement.pod
 
 
-def explain(obj: Mapping[str, Any], config: Config, now: datetime) -> Explanation:
+def explain(obj: Mapping[str, Any], config: ExplainConfig, now: datetime) -> Explanation:
     """Explain what zombied, configured by ``config``, does with pod ``obj`` at ``now``.
 
     Raises `zombied.pod.PodParseError` when the object lacks namespace, name or uid.
@@ -69,69 +73,59 @@ def explain(obj: Mapping[str, Any], config: Config, now: datetime) -> Explanatio
     rules = config.rules
     pod = parse_pod(obj, label_keys=rules.scope.label_keys)
     # A pod without a termination time is timed from when zombied first sees it:
-    # for a process asked now, that is now.
+    # for a process asked now, that is now, so the decision is wait (or delete, at a
+    # min age of 0); the report says what it waits for rather than a time.
     judgement = judge(pod, rules, first_seen=now)
-    action = judgement.decision(now)
-    return Explanation(judgement, now, action, _summary(judgement, action, config.dry_run, now))
+    decision = judgement.decision(now)
+    return Explanation(judgement, now, decision, _summary(judgement, decision, config.dry_run, now))
 
 
-def _summary(judgement: Judgement, action: Decision, dry_run: DryRun, now: datetime) -> str:
+def _summary(judgement: Judgement, decision: Decision, dry_run: DryRun, now: datetime) -> str:
     veto = judgement.veto
     if veto is not None and veto.name == SKIP_OUT_OF_SCOPE:
         return f"keep: zombied never sees this pod ({veto.evidence})"
     if veto is not None:
         return f"keep: vetoed by {veto.name} ({veto.evidence})"
-    if judgement.due is None:
+    match = judgement.match
+    if match is None:
         return "keep: no enabled rule matches"
     how = {
         DryRun.OFF: "delete it",
         DryRun.CLIENT: "log that it would delete it (--dry-run=client)",
         DryRun.SERVER: "send a dry-run DELETE (--dry-run=server)",
     }[dry_run]
-    if action is Decision.DELETE:
-        return f"{how} now: rule {judgement.rule} matches and its min age has passed"
-    wait = format_duration(round((judgement.due - now).total_seconds()))
+    rule = match.rule.name
+    if decision is Decision.DELETE:
+        return f"{how} now: rule {rule} matches and its min age has passed"
+    if not judgement.since_known:
+        return (
+            f"{how} {format_duration(match.rule.min_age)} {FIRST_SEEN}: rule {rule} matches, "
+            "and the pod carries no termination time (no container finishedAt, no "
+            "DisruptionTarget or Ready condition) to count its min age from"
+        )
     return (
-        f"{how} at {_stamp(judgement.due)} (in {wait}): rule {judgement.rule} matches, "
-        "min age not yet reached"
+        f"{how} at {report.stamp(match.due)} ({report.until(match.due, now)}): rule {rule} "
+        "matches, min age not yet reached"
     )
 
 
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _ago(moment: datetime, now: datetime) -> str:
-    seconds = round((now - moment).total_seconds())
-    return (
-        f"{format_duration(abs(seconds))} ago"
-        if seconds >= 0
-        else f"in {format_duration(-seconds)}"
-    )
+def _due(check: RuleMatch, judgement: Judgement) -> str | None:
+    """When the pod is due under ``check``'s rule; None when that waits for zombied."""
+    return report.stamp(check.due) if judgement.since_known else None
 
 
 # -- rendering ---------------------------------------------------------------------------
 
 
 def as_json(explanation: Explanation) -> dict[str, Any]:
-    """The ``--output json`` document; stable keys, timestamps in RFC 3339."""
+    """The ``-o json`` (and ``-o yaml``) document, in `zombied.report`'s style."""
     judgement = explanation.judgement
-    pod = judgement.pod
+    match = judgement.match
     return {
-        "pod": {
-            "namespace": pod.namespace,
-            "name": pod.name,
-            "uid": pod.uid,
-            "phase": pod.phase,
-            "reason": pod.reason,
-            "message": pod.message,
-            "node": pod.node,
-            "owner": pod.owner,
-        },
-        "now": _stamp(explanation.now),
-        "terminalSince": _stamp(judgement.since) if judgement.since_known else None,
+        "pod": report.pod_json(judgement.pod),
+        "now": report.stamp(explanation.now),
         "vetoes": [
-            {"name": veto.name, "applies": veto.applies, "detail": veto.evidence}
+            {"name": veto.name, "applies": veto.applies, "evidence": veto.evidence}
             for veto in judgement.vetoes
         ],
         "rules": [
@@ -139,34 +133,32 @@ def as_json(explanation: Explanation) -> dict[str, Any]:
                 "name": check.rule.name,
                 "builtin": check.rule.builtin,
                 "matches": check.matches,
-                "whyNot": check.mismatch,
+                "mismatch": check.mismatch,
                 "minAge": format_duration(check.rule.min_age),
-                "due": _stamp(check.due),
+                "due": _due(check, judgement),
             }
             for check in judgement.rules
         ],
-        "verdict": {
-            "zombie": judgement.zombie,
-            "rule": judgement.rule,
-            "due": _stamp(judgement.due) if judgement.due is not None else None,
-            "skip": judgement.skip,
-        },
-        "action": str(explanation.action),
+        "zombie": judgement.zombie,
+        "rule": judgement.rule,
+        "due": _due(match, judgement) if match is not None else None,
+        "skip": judgement.skip,
+        "decision": str(explanation.decision),
         "summary": explanation.summary,
     }
 
 
-def render_json(explanation: Explanation) -> str:
-    return msgspec.json.format(msgspec.json.encode(as_json(explanation))).decode() + "\n"
+def render_document(output: str) -> Callable[[Explanation], str]:
+    def render(explanation: Explanation) -> str:
+        return report.dump(as_json(explanation), output)
 
-
-def render_yaml(explanation: Explanation) -> str:
-    """The ``--output json`` document as YAML, as kubectl's ``-o yaml`` mirrors ``-o json``."""
-    return yaml.safe_dump(as_json(explanation), sort_keys=False)
+    return render
 
 
 def render_name(explanation: Explanation) -> str:
-    """kubectl's ``-o name``: ``pod/NAME``."""
+    """kubectl's ``-o name``, as a filter: ``pod/NAME`` when zombied would delete it now."""
+    if explanation.decision is not Decision.DELETE:
+        return ""
     return f"pod/{explanation.pod.name}\n"
 
 
@@ -176,16 +168,16 @@ def render_table(explanation: Explanation) -> str:
     pod = judgement.pod
     now = explanation.now
     if judgement.since_known:
-        since = f"{_stamp(judgement.since)} ({_ago(judgement.since, now)})"
+        since = f"{report.stamp(judgement.since)} ({report.until(judgement.since, now)})"
     else:
-        since = "unknown: timed from when zombied first sees the pod terminal"
+        since = "unknown: no container finishedAt, no DisruptionTarget or Ready condition"
     lines = [
         f"Pod:        {pod.namespace}/{pod.name} (uid {pod.uid})",
-        f"Phase:      {pod.phase or '<none>'}",
-        f"Reason:     {pod.reason or '<none>'}",
-        f"Message:    {pod.message or '<none>'}",
-        f"Node:       {pod.node or '<none>'}",
-        f"Owner:      {pod.owner or '<none>'}",
+        f"Phase:      {pod.phase or report.NONE}",
+        f"Reason:     {pod.reason or report.NONE}",
+        f"Message:    {pod.message or report.NONE}",
+        f"Node:       {pod.node or report.NONE}",
+        f"Owner:      {pod.owner or report.NONE}",
         f"Terminal:   {since}",
         "",
         "Vetoes:",
@@ -197,24 +189,27 @@ def render_table(explanation: Explanation) -> str:
     lines += ["", "Rules:"]
     width = max((len(check.rule.name) for check in judgement.rules), default=0)
     for check in judgement.rules:
-        age = f"min age {format_duration(check.rule.min_age)}"
-        if check.matches:
-            text = f"MATCH     {age}, due {_stamp(check.due)} ({_ago(check.due, now)})"
-        else:
+        age = format_duration(check.rule.min_age)
+        if not check.matches:
             text = f"no match  {check.mismatch}"
+        elif judgement.since_known:
+            text = f"MATCH     min age {age}, due {report.stamp(check.due)} "
+            text += f"({report.until(check.due, now)})"
+        else:
+            text = f"MATCH     min age {age}, due {age} {FIRST_SEEN}"
         lines.append(f"  {check.rule.name:<{width}}  {text}")
     if not judgement.rules:
         lines.append("  (no rule enabled)")
-    lines += ["", f"Decision:   {explanation.action}", f"Would:      {explanation.summary}"]
+    lines += ["", f"Decision:   {explanation.decision}", f"Would:      {explanation.summary}"]
     return "\n".join(lines) + "\n"
 
 
-#: ``--output`` value -> renderer. Add a format by adding a function here.
+#: ``--output`` value -> renderer. Add a format by adding a function here; ``wide`` is
+#: refused by the configuration (the table already shows everything).
 RENDERERS: Final[dict[str, Callable[[Explanation], str]]] = {
     "table": render_table,
-    "wide": render_table,  # the report already shows everything
-    "json": render_json,
-    "yaml": render_yaml,
+    "json": render_document("json"),
+    "yaml": render_document("yaml"),
     "name": render_name,
 }
 
@@ -237,11 +232,9 @@ async def read_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     return obj
 
 
-async def run_explain(config: Config, out: TextIO | None = None) -> int:
+async def run_explain(config: ExplainConfig, out: TextIO | None = None) -> int:
     """Read the configured pod, print its explanation; return the exit status."""
     out = out if out is not None else sys.stdout
-    if config.target is None:
-        raise ZombiedError("zombied explain needs NAMESPACE/POD")
     namespace, name = config.target
     async with open_kube(
         config.kubeconfig, config.context, pool_size=2, report_access=False

@@ -3,12 +3,14 @@
 This module owns the aiohttp server (an ``AppRunner`` started without signal handling:
 the daemon owns signals) and the event-loop heartbeat that tells a wedged process from
 a busy one. What "healthy" and "ready" mean is decided by the callers, passed in as
-functions returning ``(ok, why)``; this module only serves the answers. It must never
-touch the API server.
+functions returning ``(ok, why)``; this module only serves the answers. An address it
+cannot listen on (taken, most often) is a `ListenError` naming it, never a traceback.
+It must never touch the API server.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Awaitable, Callable
 from typing import Final, Self
 
@@ -19,6 +21,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 # Imported for its side effect: the metric objects register with the default registry
 # that /metrics serves, whoever else imports them.
 from zombied import metrics as _metrics  # noqa: F401
+from zombied.errors import ListenError
 from zombied.log import get_logger
 
 __all__ = ["Check", "HttpServer", "LoopMonitor"]
@@ -112,9 +115,11 @@ class HttpServer:
         try:
             site = web.TCPSite(runner, self.host, self.requested_port)
             await site.start()
-        except BaseException:
+        except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await runner.cleanup()
+            if isinstance(exc, OSError):
+                raise ListenError(_listen_problem(self.host, self.requested_port, exc)) from None
             raise
         self._runner = runner
         self.port = _bound_port(runner, self.requested_port)
@@ -134,6 +139,21 @@ class HttpServer:
             return web.Response(status=200 if ok else 503, text=why + "\n")
 
         return handler
+
+
+def _listen_problem(host: str, port: int, exc: OSError) -> str:
+    """One line naming the address, what is wrong with it and what to do."""
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        what = "address already in use: another process listens there; stop it, or"
+    elif exc.errno == errno.EACCES:
+        what = "permission denied (ports below 1024 need privileges);"
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        what = "not an address of this machine;"
+    else:
+        reason = exc.strerror or str(exc)
+        what = f"cannot listen: {reason};"
+    return f"--listen {address}: {what} choose another HOST:PORT (port 0 picks a free one)"
 
 
 def _bound_port(runner: web.AppRunner, fallback: int) -> int:

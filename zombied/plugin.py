@@ -1,16 +1,17 @@
 """``kubectl zombies``: ``zombied scan`` and ``zombied explain`` as a kubectl plugin.
 
 kubectl runs the ``kubectl-zombies`` executable it finds on PATH with the arguments
-that follow ``zombies``. This module owns translating kubectl's conventions into the
-``zombied`` command line, then hands over to `zombied.cli.main`, so exit codes, errors
-and output are the CLI's own:
+that follow ``zombies``. zombied's own command line already speaks kubectl's flags
+(``-n``, ``-A``, ``-l``, ``-o``, ``--kubeconfig``, ``--context``), so this module adds
+only what kubectl does and zombied does not, then hands over to `zombied.cli.main`, so
+exit codes, errors and output are the CLI's own:
 
-- no namespace flag means the namespace of the kubeconfig context in use (the current
-  one, or ``--context``), else ``default``, as in ``kubectl get pods``; ``-A`` or
-  ``--all-namespaces`` means every namespace; ``-n``/``--namespace`` names one;
-- ``explain NAMESPACE/POD``, or ``explain POD`` in the namespace chosen as above;
-- ``-l``/``--selector`` is ``--label-selector``; ``--kubeconfig``, ``--context``,
-  ``-o``, ``--no-headers`` and every other zombied option pass through unchanged.
+- no ``-n``/``--namespace`` means the namespace of the kubeconfig context in use (the
+  current one, or ``--context``), else ``default``, as in ``kubectl get pods``: for the
+  listing without ``-A``, and for ``explain POD`` without ``NAMESPACE/``;
+- the plugin only reads, as kubectl's ``get`` and ``explain`` do: ``--delete`` is
+  refused (``zombied scan --delete`` takes the same options and deletes), and a
+  ``ZOMBIED_DELETE`` in the environment is overridden, never obeyed.
 
 Reading the kubeconfig to find a context's namespace is the only I/O here, and it
 follows kubectl's merge rules for ``$KUBECONFIG`` (the first file to set a value wins).
@@ -34,40 +35,42 @@ from zombied.config import OPTIONS
 __all__ = ["Invocation", "context_namespace", "main", "parse", "translate"]
 
 USAGE = """\
-usage: kubectl zombies [-n NAMESPACE | -A] [-o table|wide|json|yaml|name] [--no-headers]
-                       [--kubeconfig PATH] [--context NAME] [zombied scan options]
+usage: kubectl zombies [-n NAMESPACE | -A] [-l SELECTOR] [-o table|wide|json|yaml|name]
+                       [--no-headers] [--waiting] [--kubeconfig PATH] [--context NAME]
+                       [zombied scan options]
        kubectl zombies explain [NAMESPACE/]POD [-n NAMESPACE] [-o table|json|yaml|name]
 
 List the zombie pods (zombied scan) of the current namespace, of -n NAMESPACE, or of
 every namespace with -A; or explain, rule by rule, whether zombied would delete a pod.
-Run 'zombied scan --help' for every option. Exit codes: 0 done, 1 the API could not be
-read (or a --delete failed), 2 invalid options.
+It only reads: to delete what it lists, run 'zombied scan --delete' with the same
+options. Run 'zombied scan --help' for every option. Exit codes: 0 done, 1 the API
+could not be read, 2 invalid options.
 """
 
-_NAMESPACE_FLAGS = ("-n", "--namespace", "--namespaces")
+_NAMESPACE_FLAGS = ("-n", "--namespace")
 _ALL_FLAGS = ("-A", "--all-namespaces")
-_SELECTOR_FLAGS = ("-l", "--selector")
+_CONNECTION_FLAGS = ("--kubeconfig", "--context")
 #: zombied's own flags that take a value as the next argument (``-o json``).
 _VALUED = frozenset(
-    spelling
-    for option in OPTIONS
-    if option.const is None
-    for spelling in (option.flag, option.short, *option.aliases)
-    if spelling
+    spelling for option in OPTIONS if option.const is None for spelling in option.spellings()
+)
+_READ_ONLY = (
+    "--delete: kubectl zombies only reads; 'zombied scan --delete' takes the same options "
+    "and deletes what it lists"
 )
 
 
 @dataclass
 class Invocation:
-    """The plugin's arguments, sorted into what it translates and what passes through."""
+    """The plugin's arguments: what it must look at, and everything in order."""
 
     command: str = "scan"
     target: str | None = None
-    namespace: str | None = None
+    namespace: bool = False  # -n given
     all_namespaces: bool = False
     kubeconfig: str | None = None
     context: str | None = None
-    rest: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)  # for zombied, as given
 
 
 def _value(args: Sequence[str], index: int, flag: str) -> tuple[str, int]:
@@ -92,40 +95,42 @@ def _matches(arg: str, flags: Sequence[str]) -> str | None:
 
 
 def parse(args: Sequence[str]) -> Invocation:
-    """Sort kubectl-style arguments; ``ValueError`` names a flag missing its value."""
+    """Sort kubectl-style arguments; ``ValueError`` names a flag it refuses or that
+    misses its value."""
     inv = Invocation()
     positionals: list[str] = []
     index = 0
     while index < len(args):
         arg = args[index]
+        after = index + 1
         if arg == "--":
-            positionals.extend(args[index + 1 :])
+            positionals.extend(args[after:])
             break
-        if flag := _matches(arg, _NAMESPACE_FLAGS):
-            inv.namespace, index = _value(args, index, flag)
-        elif arg in _ALL_FLAGS or arg.startswith("--all-namespaces="):
+        if _matches(arg, ("--delete",)):
+            raise ValueError(_READ_ONLY)
+        if arg in ("--version", "-V"):
+            inv.command = "version"
+        elif flag := _matches(arg, _NAMESPACE_FLAGS):
+            inv.namespace = True
+            _, after = _value(args, index, flag)
+        elif _matches(arg, _ALL_FLAGS):
             inv.all_namespaces = arg.partition("=")[2].lower() not in ("false", "0", "no")
-            index += 1
-        elif flag := _matches(arg, _SELECTOR_FLAGS):
-            selector, index = _value(args, index, flag)
-            inv.rest.append(f"--label-selector={selector}")
-        elif flag := _matches(arg, ("--kubeconfig", "--context")):
-            value, index = _value(args, index, flag)
+        elif flag := _matches(arg, _CONNECTION_FLAGS):
+            value, after = _value(args, index, flag)
             setattr(inv, flag[2:], value)
-        elif arg in _VALUED and index + 1 < len(args):
-            inv.rest.extend(args[index : index + 2])
-            index += 2
-        elif arg.startswith("-"):
-            inv.rest.append(arg)
-            index += 1
-        else:
+        elif arg in _VALUED and after < len(args):
+            after += 1
+        elif not arg.startswith("-"):
             positionals.append(arg)
-            index += 1
+            index = after
+            continue
+        inv.args.extend(args[index:after])
+        index = after
     if positionals and positionals[0] in ("scan", "explain", "version"):
         inv.command = positionals.pop(0)
     if inv.command == "explain" and positionals:
         inv.target = positionals.pop(0)
-    inv.rest.extend(positionals)  # zombied names what it does not expect
+    inv.args.extend(positionals)  # zombied names what it does not expect
     return inv
 
 
@@ -169,27 +174,22 @@ def translate(inv: Invocation, environ: Mapping[str, str]) -> list[str]:
     """The ``zombied`` argument list that does what the plugin invocation asks."""
     if inv.command == "version":
         return ["version"]
-    connection: list[str] = []
-    if inv.kubeconfig is not None:
-        connection.append(f"--kubeconfig={inv.kubeconfig}")
-    if inv.context is not None:
-        connection.append(f"--context={inv.context}")
-    namespace = inv.namespace
-    if namespace is None and not (inv.all_namespaces and inv.command == "scan"):
-        needs_default = inv.command == "scan" or (inv.target is not None and "/" not in inv.target)
-        if needs_default:
-            docs = _load(_kubeconfig_paths(inv.kubeconfig, environ))
-            namespace = context_namespace(docs, inv.context)
     if inv.command == "explain":
-        target = inv.target or ""
-        if target and "/" not in target:
-            target = f"{namespace}/{target}"
-        return ["explain", target, *connection, *inv.rest] if target else ["explain", *inv.rest]
-    if inv.all_namespaces and inv.namespace is not None:
-        # Let zombied reject the combination, with its own one-line error.
-        return ["scan", *connection, "--all-namespaces", f"--namespaces={namespace}", *inv.rest]
-    scope = ["--all-namespaces"] if namespace is None else [f"--namespaces={namespace}"]
-    return ["scan", *connection, *scope, *inv.rest]
+        needs_namespace = inv.target is not None and "/" not in inv.target
+        target = [inv.target] if inv.target is not None else []
+        defaults = _default_namespace(inv, environ) if needs_namespace else []
+        return ["explain", *target, *defaults, *inv.args]
+    defaults = [] if inv.all_namespaces else _default_namespace(inv, environ)
+    # Read only, whatever ZOMBIED_DELETE says: the flag wins over the environment.
+    return ["scan", *defaults, *inv.args, "--delete=false"]
+
+
+def _default_namespace(inv: Invocation, environ: Mapping[str, str]) -> list[str]:
+    """``-n`` of the context in use, unless the invocation names a namespace itself."""
+    if inv.namespace:
+        return []
+    docs = _load(_kubeconfig_paths(inv.kubeconfig, environ))
+    return ["-n", context_namespace(docs, inv.context)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,7 @@ one `Selection` that the watches' server-side selectors are built from as well.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -45,14 +45,20 @@ __all__ = [
     "SKIP_NO_RULE",
     "SKIP_OUT_OF_SCOPE",
     "SKIP_OWNER_EXCLUDED",
+    "SPEC_FIELDS",
     "Decision",
     "Judgement",
     "Pattern",
     "Rule",
+    "RuleError",
     "RuleMatch",
     "RuleSet",
+    "RuleSpec",
     "Selection",
     "Veto",
+    "build_rules",
+    "check_kind",
+    "check_rule_name",
     "judge",
     "matches",
     "mismatch",
@@ -444,3 +450,155 @@ def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
             scope or "in a watched namespace and matching the label selector",
         ),
     )
+
+
+# -- building rules from configuration ---------------------------------------------------
+#
+# Every check of what makes a rule valid lives here: its name, which fields a built-in
+# or an operator's own rule takes, known and terminal phases, reasons, the message
+# expression, owner kinds, names defined twice or enabled but never defined. The
+# configuration only decodes the shapes (a list of strings, a duration) and places a
+# `RuleError` at its line in the file or on the flag that named the rule.
+
+_RULE_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_KIND: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
+#: The fields of a rule in the ``--config`` file, as the operator writes them.
+SPEC_FIELDS: Final = ("name", "minAge", "phases", "reasons", "message", "ownerKinds")
+
+
+class RuleError(ValueError):
+    """A rule that cannot be built: ``field`` is the spec field at fault (``phases``).
+
+    ``index`` is the position of the spec in the list given to `build_rules`, or None
+    when the fault is in the names enabled (``--rules``).
+    """
+
+    def __init__(self, field: str, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.index = index
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A rule as the operator writes it: a built-in enabled by name (``name`` and at
+    most ``min_age``), or one of their own (with ``reasons``). Nothing is checked yet.
+    """
+
+    name: str
+    min_age: float | None = None
+    phases: tuple[str, ...] | None = None
+    reasons: tuple[str, ...] | None = None
+    message: str | None = None
+    owner_kinds: tuple[str, ...] | None = None
+
+
+def check_rule_name(name: str) -> str:
+    """``name`` if it can name a rule; `ValueError` otherwise."""
+    if not _RULE_NAME.fullmatch(name):
+        raise ValueError(
+            f"rule names are lowercase letters, digits and '-' (like node-shutdown), got {name!r}"
+        )
+    return name
+
+
+def check_kind(kind: str) -> str:
+    """``kind`` if it can name an owner kind (``ReplicaSet``); `ValueError` otherwise."""
+    if not _KIND.fullmatch(kind):
+        raise ValueError(f"{kind!r} is not a valid kind")
+    return kind
+
+
+def build_rules(
+    specs: Sequence[RuleSpec],
+    enabled: Sequence[tuple[str, float | None]] | None,
+    *,
+    min_age: float,
+    exclude_owner_kinds: Iterable[str] = (),
+    scope: Selection | None = None,
+) -> RuleSet:
+    """The enabled rules, from the file's ``specs`` and the names ``enabled`` (``--rules``).
+
+    ``enabled`` None means the rules the specs list, or `DEFAULT_RULES` when there are
+    none. A rule's min age is, in this order: the one given with its name in
+    ``enabled``, its spec's, its own default (`OWN_MIN_AGES`), ``min_age``.
+    """
+    defined: dict[str, tuple[Pattern | None, float | None]] = {}
+    for index, spec in enumerate(specs):
+        try:
+            defined[spec.name] = (_spec_pattern(spec, list(defined)), spec.min_age)
+        except RuleError as exc:
+            raise RuleError(exc.field, str(exc), index) from None
+    if enabled is None:
+        enabled = [(name, None) for name in defined] or [(name, None) for name in DEFAULT_RULES]
+    rules: list[Rule] = []
+    for name, given in enabled:
+        if name not in defined and name not in BUILTIN_RULES:
+            where = f"; the file defines {', '.join(defined)}" if defined else ""
+            raise RuleError(
+                "name",
+                f"unknown rule {name!r}: a built-in ({', '.join(RULE_NAMES)}) or a rule with "
+                f"reasons in the --config file's rules{where}",
+            )
+        pattern, own = defined.get(name, (None, None))
+        age = next(age for age in (given, own, OWN_MIN_AGES.get(name), min_age) if age is not None)
+        rules.append(Rule(name, age, pattern))
+    try:
+        return RuleSet(tuple(rules), frozenset(exclude_owner_kinds), scope or Selection())
+    except ValueError as exc:
+        raise RuleError("name", str(exc)) from None
+
+
+def _spec_pattern(spec: RuleSpec, defined: Sequence[str]) -> Pattern | None:
+    """The pattern of an operator's own rule; None for a built-in enabled by name."""
+    try:
+        check_rule_name(spec.name)
+    except ValueError as exc:
+        raise RuleError("name", str(exc)) from None
+    if spec.name in defined:
+        first = defined.index(spec.name)
+        raise RuleError("name", f"{spec.name!r} is already defined by rules[{first}]")
+    values = (spec.phases, spec.reasons, spec.message, spec.owner_kinds)
+    given = [name for name, value in zip(SPEC_FIELDS[2:], values, strict=True) if value is not None]
+    if spec.reasons is None:
+        if spec.name not in BUILTIN_RULES:
+            raise RuleError(
+                "reasons",
+                f"a rule of your own needs reasons (built-in rules: {', '.join(RULE_NAMES)})",
+            )
+        if given:
+            raise RuleError(given[0], "a built-in rule takes only minAge")
+        return None
+    if spec.name in BUILTIN_RULES:
+        raise RuleError("name", "is a built-in rule; give your own rule another name")
+    if spec.phases is None:
+        raise RuleError("phases", "is required: Failed, Succeeded or both")
+    for field_name, items in (("phases", spec.phases), ("reasons", spec.reasons)):
+        if not items:
+            raise RuleError(field_name, "must not be empty")
+        if not all(items):
+            raise RuleError(field_name, "must not hold an empty string")
+    message: re.Pattern[str] | None = None
+    if spec.message is not None:
+        if not spec.message:
+            raise RuleError("message", "must be a regular expression, not empty")
+        try:
+            message = re.compile(spec.message)
+        except re.error as exc:
+            raise RuleError("message", f"not a valid regular expression: {exc}") from None
+    for kind in spec.owner_kinds or ():
+        try:
+            check_kind(kind)
+        except ValueError as exc:
+            raise RuleError("ownerKinds", str(exc)) from None
+    try:
+        return Pattern(
+            frozenset(spec.phases),
+            frozenset(spec.reasons),
+            None,
+            message,
+            frozenset(spec.owner_kinds or ()),
+        )
+    except ValueError as exc:  # Pattern names the field: "phases: unknown phase 'Faild'"
+        field_name, _, text = str(exc).partition(": ")
+        raise RuleError(field_name, text) from None

@@ -1,46 +1,51 @@
-"""``zombied scan``: one LIST, the same rules, a report, and optionally one reaping pass.
+"""``zombied scan``: one LIST, the same judgement as the daemon, a report, one reaping pass.
 
-This module owns the one-shot mode: it lists the terminal pods of every scope with the
-daemon's selectors, classifies them with the daemon's rules and prints what is a zombie
-now, in kubectl's output habits: a table (``wide`` adds columns, ``--no-headers`` drops
-the header, the NAMESPACE column only when more than one namespace can appear), JSON or
-YAML records, or ``pod/NAME`` lines. Pods that match a rule but are not yet past its
-min age are left out of the listing and never deleted (a later scan or the daemon picks
-them up); their count goes to stderr. With ``--delete`` it reaps the listed pods once
-through `Reaper.delete`, the daemon's own delete path (rate limit, uid precondition, dry
-run, outcome handling), so there is one piece of deleting logic. A LIST that fails
-raises `zombied.kube.ApiError` (a refusal names the missing RBAC rule), which the command
-line prints as one line with exit code 1. It must never wait for pods to become
-due and never retry beyond that single pass.
+This module owns the one-shot mode: it lists the terminal pods of every watched
+namespace, or of the one ``-n`` names, judges each with the daemon's rules
+(`zombied.rules.judge`) and prints those zombied would delete now, in kubectl's
+output habits: a table (``wide`` adds columns, ``--no-headers`` drops the header, the
+NAMESPACE column only when more than one namespace can appear), JSON or YAML records
+in `zombied.report`'s style, or ``pod/NAME`` lines. What it prints on stdout is the
+report and nothing else: "No zombie pods found", like kubectl's "No resources found",
+and the counts of what was left out go to stderr. Pods that match a rule but are not
+yet past its min age (decision wait) are left out and never deleted; ``--waiting``
+lists them too, with when they become due. With ``--delete`` it reaps the due ones
+once through `Reaper.delete`, the daemon's own delete path (rate limit, uid
+precondition, dry run, outcome handling), so there is one piece of deleting logic. A
+LIST that fails raises `zombied.kube.ApiError` (a refusal names the missing RBAC
+rule), which the command line prints as one line with exit code 1. It must never
+wait for pods to become due and never retry beyond that single pass.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
-import msgspec
-import yaml
 
+from zombied import report
+from zombied.config import format_duration
 from zombied.events import EventRecorder
 from zombied.kube import Kube, open_kube, pool_size
-from zombied.pod import PodSnapshot
 from zombied.reaper import Outcome, Reaper
-from zombied.rules import Decision, judge
-from zombied.watch import list_terminal_pods, scopes_for
+from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, judge
+from zombied.watch import Scope, list_terminal_pods, scopes_for
 
 if TYPE_CHECKING:
-    from zombied.config import Config
+    from zombied.config import ScanConfig
 
-__all__ = ["COLUMNS", "WIDE_COLUMNS", "Zombie", "format_age", "render", "render_table", "scan"]
+__all__ = ["COLUMNS", "WIDE_COLUMNS", "Listed", "render", "scan"]
 
 COLUMNS = ("NAMESPACE", "POD", "RULE", "REASON", "NODE", "OWNER", "AGE")
-#: ``-o wide`` adds these after COLUMNS.
+#: ``--waiting`` adds this after COLUMNS: when each pod is due.
+DUE_COLUMN = "DUE"
+#: ``-o wide`` adds these at the end.
 WIDE_COLUMNS = ("PHASE", "TERMINATED", "MESSAGE")
 #: Longest MESSAGE cell of ``-o wide``; the JSON and YAML records carry it whole.
 MESSAGE_CHARS = 80
@@ -50,118 +55,93 @@ EXIT_DELETE_FAILED = 1
 
 
 @dataclass(slots=True)
-class Zombie:
-    """One due zombie found by the scan, and what deleting it did."""
+class Listed:
+    """One pod the scan lists: its judgement, the decision now, what deleting it did."""
 
-    pod: PodSnapshot
-    rule: str
-    since: datetime | None
+    judgement: Judgement
+    decision: Decision  # delete, or wait (listed with --waiting only)
     outcome: Outcome | None = None
 
-    def age(self, now: datetime) -> float | None:
-        """Seconds since the pod became terminal, if known."""
-        return (now - self.since).total_seconds() if self.since is not None else None
-
-    def as_json(self, now: datetime) -> dict[str, Any]:
-        """The ``--output json`` record."""
-        pod = self.pod
-        age = self.age(now)
+    def record(self) -> dict[str, Any]:
+        """The ``-o json`` and ``-o yaml`` record: the pod, its rule, when it is due."""
+        judgement = self.judgement
+        match = judgement.match
         record: dict[str, Any] = {
-            "namespace": pod.namespace,
-            "pod": pod.name,
-            "uid": pod.uid,
-            "rule": self.rule,
-            "phase": pod.phase,
-            "reason": pod.reason,
-            "message": pod.message,
-            "node": pod.node,
-            "owner": pod.owner,
-            "terminated_at": pod.terminated_at.isoformat() if pod.terminated_at else None,
-            "age_s": round(age, 3) if age is not None else None,
+            "pod": report.pod_json(judgement.pod),
+            "rule": judgement.rule,
+            "minAge": format_duration(match.rule.min_age) if match is not None else None,
+            # A pod without a termination time is due min age after zombied first sees
+            # it; a one-off scan cannot say when that is, so there is no time to give.
+            "due": report.stamp(judgement.due)
+            if judgement.due is not None and judgement.since_known
+            else None,
+            "decision": str(self.decision),
         }
         if self.outcome is not None:
             record["outcome"] = self.outcome.outcome or "abandoned"
             record["code"] = self.outcome.code
         return record
 
-
-def format_age(seconds: float | None) -> str:
-    """kubectl-style age: 42s, 5m, 3h, 12d; ``<unknown>`` without a termination time."""
-    if seconds is None:
-        return "<unknown>"
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * (2 if unit != "m" else 1):
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
-
-
-def render_table(
-    zombies: Sequence[Zombie],
-    now: datetime,
-    *,
-    wide: bool = False,
-    headers: bool = True,
-    namespace_column: bool = True,
-) -> str:
-    """The plain-text table, columns aligned like kubectl's."""
-    header = COLUMNS + WIDE_COLUMNS if wide else COLUMNS
-    rows: list[tuple[str, ...]] = [header] if headers else []
-    for zombie in zombies:
-        pod = zombie.pod
-        row: tuple[str, ...] = (
+    def row(self, now: datetime, *, waiting: bool, wide: bool) -> tuple[str, ...]:
+        """The table row: COLUMNS, then DUE with ``waiting``, then WIDE_COLUMNS."""
+        judgement = self.judgement
+        pod = judgement.pod
+        since = pod.terminated_at
+        cells = [
             pod.namespace,
             pod.name,
-            zombie.rule,
-            pod.reason or "<none>",
-            pod.node or "<none>",
-            pod.owner or "<none>",
-            format_age(zombie.age(now)),
-        )
+            judgement.rule or report.NONE,
+            pod.reason or report.NONE,
+            pod.node or report.NONE,
+            pod.owner or report.NONE,
+            report.age((now - since).total_seconds() if since is not None else None),
+        ]
+        if waiting:
+            cells.append(_due(judgement, self.decision, now))
         if wide:
-            message = " ".join((pod.message or "<none>").split())
+            message = " ".join((pod.message or report.NONE).split())
             if len(message) > MESSAGE_CHARS:
                 message = message[: MESSAGE_CHARS - 1] + "…"
-            terminated = (
-                pod.terminated_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-                if pod.terminated_at
-                else "<unknown>"
-            )
-            row += (pod.phase or "<none>", terminated, message)
-        rows.append(row)
-    first = 0 if namespace_column else 1
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))] if rows else []
-    lines = [
-        "   ".join(row[i].ljust(widths[i]) for i in range(first, len(row))).rstrip() for row in rows
-    ]
-    return "".join(line + "\n" for line in lines)
+            terminated = report.stamp(since) if since is not None else "<unknown>"
+            cells += [pod.phase or report.NONE, terminated, message]
+        return tuple(cells)
 
 
-def render(zombies: Sequence[Zombie], now: datetime, config: Config) -> str:
-    """The report in ``config.output``'s format; empty output is the format's empty form."""
-    records = [zombie.as_json(now) for zombie in zombies]
-    renderers: dict[str, Callable[[], str]] = {
-        "json": lambda: msgspec.json.format(msgspec.json.encode(records)).decode() + "\n",
-        "yaml": lambda: yaml.safe_dump(records, sort_keys=False) if records else "[]\n",
+def _due(judgement: Judgement, decision: Decision, now: datetime) -> str:
+    if decision is Decision.DELETE:
+        return "now"
+    match = judgement.match
+    if match is None or judgement.due is None:
+        return report.NONE
+    if not judgement.since_known:
+        return f"{format_duration(match.rule.min_age)} after seen"
+    return report.until(judgement.due, now)
+
+
+def render(listed: Sequence[Listed], now: datetime, config: ScanConfig) -> str:
+    """The report in ``config.output``'s format; nothing listed is the format's empty
+    form (``[]`` for JSON and YAML, nothing for a table or names)."""
+    if config.output in ("json", "yaml"):
+        return report.dump([item.record() for item in listed], config.output)
+    if config.output == "name":
         # kubectl's -o name: pod/NAME, without the namespace, so that the lines feed
-        # `xargs kubectl delete -n NAMESPACE`.
-        "name": lambda: "".join(f"pod/{zombie.pod.name}\n" for zombie in zombies),
-    }
-    if config.output in renderers:
-        return renderers[config.output]()
-    if not zombies:
-        return "No zombie pods found.\n"
-    return render_table(
-        zombies,
-        now,
-        wide=config.output == "wide",
-        headers=not config.no_headers,
-        # kubectl shows the NAMESPACE column only when more than one can appear.
-        namespace_column=len(config.namespaces) != 1,
-    )
+        # `xargs kubectl delete -n NAMESPACE`; only what zombied would delete now.
+        return "".join(
+            f"pod/{item.judgement.pod.name}\n"
+            for item in listed
+            if item.decision is Decision.DELETE
+        )
+    if not listed:
+        return ""
+    wide = config.output == "wide"
+    header = COLUMNS + ((DUE_COLUMN,) if config.waiting else ()) + (WIDE_COLUMNS if wide else ())
+    rows = [item.row(now, waiting=config.waiting, wide=wide) for item in listed]
+    # kubectl shows the NAMESPACE column only when more than one namespace can appear.
+    one_namespace = config.namespace is not None or len(config.rules.scope.namespaces) == 1
+    return report.table(rows if config.no_headers else [header, *rows], skip_first=one_namespace)
 
 
-async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = None) -> int:
+async def scan(config: ScanConfig, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """List (and with ``--delete`` reap) the due zombies; return the exit status."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
@@ -169,19 +149,17 @@ async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = N
     async with open_kube(
         config.kubeconfig, config.context, pool_size=pool, report_access=False
     ) as kube:
-        zombies, not_due = await _find(kube, config)
-        if config.delete and zombies:
-            await _reap(kube, config, zombies)
-    out.write(render(zombies, datetime.now(UTC), config))
-    if not_due:
-        err.write(
-            f"zombied: {not_due} more pod(s) match a rule but are not yet past its min age; "
-            "not listed\n"
-        )
+        found = await _find(kube, config)
+        due = [item for item in found.listed if item.decision is Decision.DELETE]
+        if config.delete and due:
+            await _reap(kube, config, due)
+    out.write(render(found.listed, datetime.now(UTC), config))
+    for note in found.notes(config):
+        err.write(f"{note}\n")
     failed = 0
-    if config.delete and zombies:
-        counts = Counter(zombie.outcome.outcome if zombie.outcome else "" for zombie in zombies)
-        failed = sum(1 for zombie in zombies if zombie.outcome is None or zombie.outcome.failed)
+    if config.delete and due:
+        counts = Counter(item.outcome.outcome if item.outcome else "" for item in due)
+        failed = sum(1 for item in due if item.outcome is None or item.outcome.failed)
         summary = (
             f"deleted {counts['deleted']}, gone {counts['gone']}, conflict {counts['conflict']}, "
             f"dry run {counts['dry_run']}, failed {failed}\n"
@@ -191,12 +169,48 @@ async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = N
     return EXIT_DELETE_FAILED if failed else 0
 
 
-async def _find(kube: Kube, config: Config) -> tuple[list[Zombie], int]:
+@dataclass
+class _Found:
+    """What one scan found: the pods it lists, and counts of those it leaves out."""
+
+    listed: list[Listed]
+    waiting: int  # decision wait, not listed
+    out_of_scope: int
+    scope_evidence: str
+
+    def notes(self, config: ScanConfig) -> list[str]:
+        """What stderr says besides errors, kubectl's "No resources found" first."""
+        notes = []
+        if not self.listed and config.output not in ("json", "yaml"):
+            where = f" in namespace {config.namespace}" if config.namespace else ""
+            notes.append(f"No zombie pods found{where}.")
+        if self.waiting:
+            notes.append(
+                f"zombied: {self.waiting} more pod(s) match a rule but are not yet past its "
+                "min age; not listed (--waiting lists them)"
+            )
+        if self.out_of_scope:
+            notes.append(
+                f"zombied: {self.out_of_scope} pod(s) are outside the scope zombied works in "
+                f"({self.scope_evidence}); not listed"
+            )
+        return notes
+
+
+def _scopes(config: ScanConfig) -> tuple[Scope, ...]:
+    if config.namespace is None:
+        return scopes_for(config.rules.scope)
+    # -n lists one namespace whatever the scope; the judgement says which of its pods
+    # zombied would never touch (a namespace outside --namespaces, or excluded).
+    anywhere = dataclasses.replace(config.rules.scope, namespaces=(), exclude_namespaces=())
+    return (Scope(config.namespace, anywhere),)
+
+
+async def _find(kube: Kube, config: ScanConfig) -> _Found:
     now = datetime.now(UTC)
-    zombies: list[Zombie] = []
-    not_due = 0
+    found = _Found([], 0, 0, "")
     seen: set[str] = set()
-    for scope in scopes_for(config.rules.scope):
+    for scope in _scopes(config):
         snapshots, _ = await list_terminal_pods(kube, scope)
         for pod in snapshots:
             if pod.key in seen:
@@ -204,24 +218,32 @@ async def _find(kube: Kube, config: Config) -> tuple[list[Zombie], int]:
             seen.add(pod.key)
             judgement = judge(pod, config.rules, first_seen=now)
             decision = judgement.decision(now)
-            if decision is Decision.WAIT:
-                not_due += 1
-            elif decision is Decision.DELETE and judgement.rule is not None:
-                zombies.append(Zombie(pod, judgement.rule, pod.terminated_at))
-    zombies.sort(key=lambda zombie: (zombie.pod.namespace, zombie.pod.name))
-    return zombies, not_due
+            veto = judgement.veto
+            if decision is Decision.DELETE or (decision is Decision.WAIT and config.waiting):
+                found.listed.append(Listed(judgement, decision))
+            elif decision is Decision.WAIT:
+                found.waiting += 1
+            elif veto is not None and veto.name == SKIP_OUT_OF_SCOPE:
+                found.out_of_scope += 1
+                found.scope_evidence = veto.evidence
+    found.listed.sort(key=lambda item: (item.judgement.pod.namespace, item.judgement.pod.name))
+    return found
 
 
-async def _reap(kube: Kube, config: Config, zombies: list[Zombie]) -> None:
+async def _reap(kube: Kube, config: ScanConfig, due: list[Listed]) -> None:
     async with EventRecorder(kube, identity="zombied-scan") as events:
         reaper = Reaper(
             kube, qps=config.qps, burst=config.burst, dry_run=config.dry_run, events=events
         )
-        pending = iter(zombies)
+        pending = iter(due)
 
         async def worker() -> None:
-            for zombie in pending:
-                zombie.outcome = await reaper.delete(zombie.pod, zombie.rule, since=zombie.since)
+            for item in pending:
+                judgement = item.judgement
+                rule = judgement.rule or ""
+                item.outcome = await reaper.delete(
+                    judgement.pod, rule, since=judgement.pod.terminated_at
+                )
 
         async with anyio.create_task_group() as tg:
             for _ in range(max(1, config.max_in_flight)):

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from zombied.config import Config, load_config
+from zombied.config import load_config
 from zombied.rules import Rule, RuleSet, Selection
 
-ConfigFactory = Callable[..., Config]
+ConfigFactory = Callable[..., Any]
 
 
-def make_config(kubeconfig_path: Path, command: str = "run", **changes: Any) -> Config:
-    """A configuration for tests: min age 0, ephemeral port, short watches and drains."""
-    base = load_config(command, ["--kubeconfig", str(kubeconfig_path)], {})
+def make_config(kubeconfig_path: Path, command: str = "run", **changes: Any) -> Any:
+    """A configuration of ``command`` for tests: min age 0, ephemeral port, short watches
+    and drains (for the commands that have them); ``changes`` set any field."""
+    argv = ["--kubeconfig", str(kubeconfig_path)]
+    base = load_config(command, ["default/pod", *argv] if command == "explain" else argv, {})
     settings: dict[str, Any] = {
         "rules": RuleSet((Rule("node-shutdown", 0.0),)),
         "listen_host": "127.0.0.1",
@@ -27,6 +29,8 @@ def make_config(kubeconfig_path: Path, command: str = "run", **changes: Any) -> 
         "watch_timeout_max": 8.0,
         "drain_timeout": 10.0,
     }
+    names = {field.name for field in fields(base)}
+    settings = {name: value for name, value in settings.items() if name in names}
     settings.update(changes)
     # The selection is part of the rules, as the configuration builds them.
     settings["rules"] = replace(
@@ -44,7 +48,7 @@ def make_config(kubeconfig_path: Path, command: str = "run", **changes: Any) -> 
 def config(kubeconfig: Path) -> ConfigFactory:
     """``config(**changes)``: a test configuration for the ``sim`` fixture's cluster."""
 
-    def factory(**changes: Any) -> Config:
+    def factory(**changes: Any) -> Any:
         return make_config(kubeconfig, **changes)
 
     return factory

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -28,8 +30,9 @@ PYTHON = sys.executable
 # -- in-process ------------------------------------------------------------------------
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["version"]) == 0
+@pytest.mark.parametrize("argv", [["version"], ["--version"], ["-V"]])
+def test_version(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("zombied ")
     assert out[1].startswith("kubernetes_asyncio 36.")
@@ -79,13 +82,16 @@ def test_a_huge_bad_value_is_cut_but_names_its_option(
 async def test_scan_through_main(
     sim: Simulator, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    base = ["scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s"]
+    assert await anyio.to_thread.run_sync(main, base) == 0
+    # stdout is the report alone, so `zombied scan | wc -l` counts zombies.
+    assert capsys.readouterr() == ("", "No zombie pods found.\n")
     sim.store.create("pods", zombie("web-1"))
-    argv = ["scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s", "--output", "json"]
-    assert await anyio.to_thread.run_sync(main, argv) == 0
-    records = json.loads(capsys.readouterr().out)
-    assert [r["pod"] for r in records] == ["web-1"]
-    argv = ["scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s", "--delete"]
-    assert await anyio.to_thread.run_sync(main, argv) == 0
+    assert await anyio.to_thread.run_sync(main, [*base, "-o", "json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    assert (record["pod"]["name"], record["pod"]["owner"]) == ("web-1", "ReplicaSet/web-7d4f")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["pod"]["terminatedAt"])
+    assert await anyio.to_thread.run_sync(main, [*base, "--delete"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("deleted 1,")
     assert len(sim.deleted) == 1
 
@@ -212,11 +218,27 @@ async def test_bad_configuration_exits_2_with_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.subprocess
+async def test_a_taken_listen_port_is_one_line_exit_2(sim: Simulator, kubeconfig: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        command = [PYTHON, "-m", "zombied", "run", "--kubeconfig", str(kubeconfig)]
+        command += ["--listen", address, "--log-format", "json"]
+        result = await anyio.run_process(command, check=False)
+    assert result.returncode == 2
+    assert result.stderr.decode() == (
+        f"zombied: error: --listen {address}: address already in use: another process "
+        "listens there; stop it, or choose another HOST:PORT (port 0 picks a free one)\n"
+    )
+
+
+@pytest.mark.subprocess
 async def test_scan_process_exit_codes(sim: Simulator, kubeconfig: Path) -> None:
     zombied = str(Path(PYTHON).with_name("zombied"))
     base = [zombied, "scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s"]
     empty = await anyio.run_process(base, check=False)
-    assert (empty.returncode, empty.stdout) == (0, b"No zombie pods found.\n")
+    assert (empty.returncode, empty.stdout, empty.stderr) == (0, b"", b"No zombie pods found.\n")
     sim.store.create("pods", zombie("web-1"))
     listed = await anyio.run_process(base, check=False)
     assert listed.returncode == 0

@@ -10,15 +10,12 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 from zombied.cli import main
 from zombied.config import DryRun
-from zombied.errors import PermissionDenied, ZombiedError
-from zombied.explain import (
-    RENDERERS,
-    as_json,
-    explain,
-    run_explain,
-)
+from zombied.errors import ZombiedError
+from zombied.explain import RENDERERS, as_json, explain, run_explain
+from zombied.kube import ApiError
 from zombied.rules import Decision, Rule, RuleSet
 
 from kubesim import Simulator
@@ -53,45 +50,63 @@ def stored(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-# -- the pure function: one test per verdict ------------------------------------------
+# -- the pure function: one test per decision -----------------------------------------
 
 
-class TestVerdicts:
+def explained(obj: dict[str, Any], config: ConfigFactory, **settings: Any) -> dict[str, Any]:
+    return as_json(explain(obj, config(command="explain", **settings), NOW))
+
+
+class TestDecisions:
     def test_due_zombie_is_deleted_now(self, config: ConfigFactory) -> None:
-        cfg = config(rules=DEFAULT_RULES)
-        result = as_json(explain(admission("web-1"), cfg, NOW))
-        assert result["action"] == Decision.DELETE
-        assert result["verdict"]["rule"] == "admission-rejected"
+        result = explained(admission("web-1"), config, rules=DEFAULT_RULES)
+        assert (result["decision"], result["rule"]) == ("delete", "admission-rejected")
         assert result["summary"].startswith("delete it now: rule admission-rejected matches")
         rules = checks(result)
         assert rules["admission-rejected"]["matches"]
         assert rules["admission-rejected"]["minAge"] == "5m"
         assert not rules["node-shutdown"]["matches"]
-        assert rules["node-shutdown"]["whyNot"].startswith("reason 'NodeAffinity' is not one of")
+        assert rules["node-shutdown"]["mismatch"].startswith("reason 'NodeAffinity' is not one")
         assert not any(vetoes(result).values())
 
     def test_young_zombie_waits_with_its_due_time(self, config: ConfigFactory) -> None:
-        cfg = config(rules=RuleSet((Rule("node-shutdown", 600.0),)))
+        cfg = config(command="explain", rules=RuleSet((Rule("node-shutdown", 600.0),)))
         obj = stored(zombie("web-2"))
         finished = NOW - timedelta(seconds=60)
         terminated = obj["status"]["containerStatuses"][0]["state"]["terminated"]
         terminated["finishedAt"] = finished.strftime("%Y-%m-%dT%H:%M:%SZ")
         explanation = explain(obj, cfg, NOW)
-        assert explanation.action == Decision.WAIT
+        assert explanation.decision is Decision.WAIT
         assert explanation.judgement.due == NOW + timedelta(seconds=540)
         assert explanation.judgement.since == finished
         assert explanation.summary.endswith(
             "(in 9m): rule node-shutdown matches, min age not yet reached"
         )
 
-    def test_pod_without_termination_time_counts_from_now(self, config: ConfigFactory) -> None:
-        cfg = config(rules=RuleSet((Rule("node-shutdown", 30.0),)))
+    def test_pod_without_termination_time_says_what_it_waits_for(
+        self, config: ConfigFactory
+    ) -> None:
+        cfg = config(command="explain", rules=RuleSet((Rule("node-shutdown", 30.0),)))
         obj = stored(zombie("web-3", finished_ago=None))
-        explanation = explain(obj, cfg, NOW)
-        assert not explanation.judgement.since_known
-        assert explanation.action == Decision.WAIT
-        assert explanation.judgement.due == NOW + timedelta(seconds=30)
-        assert "unknown: timed from when zombied first sees" in RENDERERS["table"](explanation)
+        first, later = (explain(obj, cfg, NOW + timedelta(minutes=m)) for m in (0, 5))
+        assert first.decision is later.decision is Decision.WAIT
+        # The same answer at every run, never "in 30s": the wait starts when zombied
+        # first sees the pod, which a one-off explain cannot know.
+        assert (
+            first.summary
+            == later.summary
+            == (
+                "delete it 30s after zombied first sees it terminal: rule node-shutdown matches, "
+                "and the pod carries no termination time (no container finishedAt, no "
+                "DisruptionTarget or Ready condition) to count its min age from"
+            )
+        )
+        table = RENDERERS["table"](first)
+        assert "Terminal:   unknown: no container finishedAt" in table
+        assert "MATCH     min age 30s, due 30s after zombied first sees it terminal" in table
+        result = as_json(first)
+        assert (result["due"], checks(result)["node-shutdown"]["due"]) == (None, None)
+        assert result["pod"]["terminatedAt"] is None
 
     @pytest.mark.parametrize(
         ("change", "veto"),
@@ -101,9 +116,9 @@ class TestVerdicts:
         ],
     )
     def test_vetoes(self, config: ConfigFactory, change: dict[str, Any], veto: str) -> None:
-        cfg = config(rules=RuleSet((Rule("node-shutdown", 0.0),), frozenset({"Job"})))
-        result = as_json(explain(stored(zombie("web-4", **change)), cfg, NOW))
-        assert result["action"] == Decision.KEEP
+        rules = RuleSet((Rule("node-shutdown", 0.0),), frozenset({"Job"}))
+        result = explained(stored(zombie("web-4", **change)), config, rules=rules)
+        assert (result["decision"], result["skip"]) == ("keep", veto)
         assert vetoes(result)[veto]
         assert result["summary"].startswith(f"keep: vetoed by {veto}")
         # the rule still says it matches: the veto, not the rule, keeps the pod
@@ -112,10 +127,9 @@ class TestVerdicts:
     def test_being_deleted(self, config: ConfigFactory) -> None:
         obj = stored(zombie("web-5"))
         obj["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:00Z"
-        result = as_json(explain(obj, config(), NOW))
+        result = explained(obj, config)
         assert vetoes(result)["deleting"]
-        assert result["verdict"]["skip"] == "deleting"
-        assert result["action"] == Decision.KEEP
+        assert (result["decision"], result["skip"]) == ("keep", "deleting")
 
     @pytest.mark.parametrize(
         ("settings", "why"),
@@ -127,26 +141,22 @@ class TestVerdicts:
         ],
     )
     def test_out_of_scope(self, config: ConfigFactory, settings: dict[str, Any], why: str) -> None:
-        result = as_json(explain(stored(zombie("web-6")), config(**settings), NOW))
+        result = explained(stored(zombie("web-6")), config, **settings)
         assert vetoes(result)["out-of-scope"]
-        assert result["action"] == Decision.KEEP
+        assert (result["decision"], result["zombie"]) == ("keep", False)
         assert why in result["summary"]
-        # classify alone would delete it: only the scope keeps it
-        assert result["verdict"]["zombie"]
 
     def test_running_pod(self, config: ConfigFactory) -> None:
-        result = as_json(explain(stored(pod("api-1")), config(), NOW))
+        result = explained(stored(pod("api-1")), config)
         assert vetoes(result)["not-terminal"]
-        assert result["verdict"]["skip"] == "not-terminal"
-        assert (
-            checks(result)["node-shutdown"]["whyNot"] == "phase Running is not Failed or Succeeded"
-        )
-        assert result["action"] == Decision.KEEP
+        assert (result["decision"], result["skip"]) == ("keep", "not-terminal")
+        mismatch = checks(result)["node-shutdown"]["mismatch"]
+        assert mismatch == "phase Running is not Failed or Succeeded"
 
     def test_no_rule_matches(self, config: ConfigFactory) -> None:
         obj = stored(pod("crash", phase="Failed", reason="Error", message="boom"))
-        result = as_json(explain(obj, config(rules=DEFAULT_RULES), NOW))
-        assert result["action"] == Decision.KEEP
+        result = explained(obj, config, rules=DEFAULT_RULES)
+        assert (result["decision"], result["skip"]) == ("keep", "no-rule")
         assert result["summary"] == "keep: no enabled rule matches"
         assert [r["matches"] for r in result["rules"]] == [False, False]
 
@@ -158,22 +168,55 @@ class TestVerdicts:
         ],
     )
     def test_dry_run_is_said(self, config: ConfigFactory, dry_run: DryRun, words: str) -> None:
-        result = as_json(
-            explain(admission("web-7"), config(rules=DEFAULT_RULES, dry_run=dry_run), NOW)
-        )
+        result = explained(admission("web-7"), config, rules=DEFAULT_RULES, dry_run=dry_run)
         assert result["summary"].startswith(words)
 
+
+class TestOutputs:
     def test_table_report(self, config: ConfigFactory) -> None:
-        text = RENDERERS["table"](
-            explain(admission("web-8", "OutOfcpu"), config(rules=DEFAULT_RULES), NOW)
+        explanation = explain(
+            admission("web-8", "OutOfcpu"), config(command="explain", rules=DEFAULT_RULES), NOW
         )
-        lines = text.splitlines()
+        lines = RENDERERS["table"](explanation).splitlines()
         assert lines[0] == "Pod:        team-a/web-8 (uid uid-web-8)"
         assert "Reason:     OutOfcpu" in lines
         assert any(line.split()[:2] == ["admission-rejected", "MATCH"] for line in lines)
         assert any(line.split()[:3] == ["node-shutdown", "no", "match"] for line in lines)
         assert any(line.split()[:2] == ["keep-annotation", "no"] for line in lines)
         assert lines[-2] == "Decision:   delete"
+
+    def test_json_is_kubernetes_style_and_times_have_no_fraction(
+        self, config: ConfigFactory
+    ) -> None:
+        obj = stored(zombie("web-9", owner=None))
+        terminated = obj["status"]["containerStatuses"][0]["state"]["terminated"]
+        terminated["finishedAt"] = "2026-03-01T12:00:03.123456Z"
+        now = datetime(2026, 3, 1, 12, 0, 10, 987654, tzinfo=UTC)
+        cfg = config(command="explain", rules=RuleSet((Rule("node-shutdown", 30.0),)))
+        explanation = explain(obj, cfg, now)
+        result = as_json(explanation)
+        assert result["pod"]["owner"] is None
+        assert result["pod"]["terminatedAt"] == "2026-03-01T12:00:03Z"
+        assert (result["now"], result["due"]) == ("2026-03-01T12:00:10Z", "2026-03-01T12:00:33Z")
+        assert result["summary"].startswith("delete it at 2026-03-01T12:00:33Z (in 22s): ")
+        assert "due 2026-03-01T12:00:33Z (in 22s)" in RENDERERS["table"](explanation)
+        assert json.loads(RENDERERS["json"](explanation)) == result
+        assert yaml.safe_load(RENDERERS["yaml"](explanation)) == result
+
+    @pytest.mark.parametrize(
+        ("rules", "printed"),
+        [
+            (RuleSet((Rule("node-shutdown", 0.0),)), "pod/web-10\n"),  # delete
+            (RuleSet((Rule("node-shutdown", 3600.0),)), ""),  # wait
+            (RuleSet((Rule("evicted", 0.0),)), ""),  # keep
+        ],
+    )
+    def test_name_is_printed_only_when_the_decision_is_delete(
+        self, config: ConfigFactory, rules: RuleSet, printed: str
+    ) -> None:
+        explanation = explain(stored(zombie("web-10")), config(command="explain", rules=rules), NOW)
+        assert RENDERERS["name"](explanation) == printed
+        assert "wide" not in RENDERERS
 
 
 # -- through the API: one GET, nothing else -------------------------------------------
@@ -182,16 +225,16 @@ class TestVerdicts:
 async def test_reads_the_pod_once_and_writes_nothing(sim: Simulator, config: ConfigFactory) -> None:
     sim.store.create("pods", admission("web-1", "UnexpectedAdmissionError"))
     out = io.StringIO()
-    cfg = config(target=("team-a", "web-1"), output="json", rules=DEFAULT_RULES)
+    cfg = config(command="explain", target=("team-a", "web-1"), output="json", rules=DEFAULT_RULES)
     assert await run_explain(cfg, out) == 0
     result = json.loads(out.getvalue())
     assert result["pod"]["reason"] == "UnexpectedAdmissionError"
-    assert result["action"] == Decision.DELETE
+    assert result["decision"] == "delete"
     assert [(r.verb, r.resource) for r in sim.requests] == [("get", "pods")]
 
 
 async def test_not_found_is_one_line_failure(sim: Simulator, config: ConfigFactory) -> None:
-    cfg = config(target=("team-a", "gone"))
+    cfg = config(command="explain", target=("team-a", "gone"))
     with pytest.raises(ZombiedError, match=r"^pod team-a/gone not found"):
         await run_explain(cfg, io.StringIO())
 
@@ -202,15 +245,15 @@ async def test_forbidden_names_the_rule(
     sim.store.create("pods", stored(zombie("web-1")))
     token = sim.add_token("lister", [PolicyRule(("",), ("pods",), ("list",))])
     kubeconfig = sim.write_kubeconfig(tmp_path / "lister", token=token)
-    cfg = config(target=("team-a", "web-1"), kubeconfig=str(kubeconfig))
-    with pytest.raises(PermissionDenied, match="get pods in namespace team-a"):
+    cfg = config(command="explain", target=("team-a", "web-1"), kubeconfig=str(kubeconfig))
+    with pytest.raises(ApiError, match="get pods in namespace team-a"):
         await run_explain(cfg, io.StringIO())
 
 
 async def test_server_error_is_one_line_failure(sim: Simulator, config: ConfigFactory) -> None:
     sim.store.create("pods", stored(zombie("web-1")))
     sim.faults.add_error("get", "pods", status=500)
-    cfg = config(target=("team-a", "web-1"))
+    cfg = config(command="explain", target=("team-a", "web-1"))
     with pytest.raises(ZombiedError, match=r"^cannot get pod team-a/web-1 \(HTTP 500\): "):
         await run_explain(cfg, io.StringIO())
 
@@ -225,8 +268,27 @@ async def test_cli_exit_codes(
         return await anyio.to_thread.run_sync(main, ["explain", *args])
 
     assert await cli("team-a/web-1", "--kubeconfig", str(kubeconfig), "-o", "json") == 0
-    assert json.loads(capsys.readouterr().out)["verdict"]["rule"] == "admission-rejected"
+    assert json.loads(capsys.readouterr().out)["rule"] == "admission-rejected"
     assert await cli("team-a/nope", "--kubeconfig", str(kubeconfig)) == 1
     assert capsys.readouterr().err.startswith("zombied: error: pod team-a/nope not found")
     assert await cli("nope", "--kubeconfig", str(kubeconfig)) == 2
-    assert "must be NAMESPACE/POD" in capsys.readouterr().err
+    assert "which namespace is pod 'nope' in?" in capsys.readouterr().err
+
+
+async def test_n_is_the_namespace_of_the_pod_as_in_kubectl(
+    kubeconfig: Path, sim: Simulator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim.store.create("pods", admission("web-1"))
+
+    async def cli(*args: str) -> int:
+        argv = ["explain", *args, "--kubeconfig", str(kubeconfig), "-o", "json"]
+        return await anyio.to_thread.run_sync(main, argv)
+
+    assert await cli("web-1", "-n", "team-a") == 0
+    by_flag = json.loads(capsys.readouterr().out)
+    assert (by_flag["pod"]["namespace"], by_flag["decision"]) == ("team-a", "delete")
+    # The watched scope has a flag of its own, as for zombied run.
+    assert await cli("web-1", "-n", "team-a", "--namespaces", "team-b") == 0
+    assert json.loads(capsys.readouterr().out)["decision"] == "keep"
+    assert await cli("team-a/web-1", "-n", "team-b") == 2
+    assert "is in namespace team-a, not team-b" in capsys.readouterr().err

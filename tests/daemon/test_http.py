@@ -1,7 +1,9 @@
 """The probe and metrics server on its own: bound port, probe answers, scrape hook."""
 
 import aiohttp
+import pytest
 from structlog.testing import capture_logs
+from zombied.errors import ListenError
 from zombied.http import HttpServer, LoopMonitor
 
 
@@ -48,11 +50,9 @@ async def test_port_in_use_fails_cleanly() -> None:
         second = HttpServer(
             "127.0.0.1", one.port, health=lambda: (True, ""), ready=lambda: (True, "")
         )
-        try:
+        with pytest.raises(ListenError, match=rf"^--listen 127.0.0.1:{one.port}: address already"):
             async with second:
                 raise AssertionError("bound twice")
-        except OSError:
-            pass
 
 
 async def test_loop_monitor_reports_a_stall_for_a_while() -> None:

@@ -1,52 +1,26 @@
-"""Small pure helpers of the shells: table rendering, ages, metrics reference, usage."""
+"""Small pure helpers of the shells: ages and times, metrics reference, usage."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
-from zombied import metrics
+from zombied import metrics, report
 from zombied.cli import usage
-from zombied.pod import PodSnapshot
-from zombied.scan import COLUMNS, Zombie, format_age, render_table
 
 
-def test_format_age_like_kubectl() -> None:
-    assert format_age(None) == "<unknown>"
-    assert format_age(-3) == "0s"
-    assert format_age(42.9) == "42s"
-    assert format_age(60) == "1m"
-    assert format_age(119 * 60) == "119m"
-    assert format_age(3 * 3600) == "3h"
-    assert format_age(5 * 86400) == "5d"
+def test_ages_like_kubectl() -> None:
+    assert report.age(None) == "<unknown>"
+    assert report.age(-3) == "0s"
+    assert report.age(42.9) == "42s"
+    assert report.age(60) == "1m"
+    assert report.age(119 * 60) == "119m"
+    assert report.age(3 * 3600) == "3h"
+    assert report.age(5 * 86400) == "5d"
 
 
-def test_table_has_the_documented_columns() -> None:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    pod = PodSnapshot(
-        namespace="team-a",
-        name="web-0",
-        uid="u1",
-        phase="Failed",
-        reason="Terminated",
-        node="node-1",
-        owner_kind="StatefulSet",
-        owner_name="web",
-    )
-    bare = PodSnapshot(namespace="b", name="p", uid="u2", phase="Failed")
-    table = render_table(
-        [Zombie(pod, "node-shutdown", now - timedelta(minutes=5)), Zombie(bare, "failed", None)],
-        now,
-    )
-    header, first, second = table.splitlines()
-    assert header.split() == list(COLUMNS)
-    assert first.split() == [
-        "team-a",
-        "web-0",
-        "node-shutdown",
-        "Terminated",
-        "node-1",
-        "StatefulSet/web",
-        "5m",
-    ]
-    assert second.split() == ["b", "p", "failed", "<none>", "<none>", "<none>", "<unknown>"]
+def test_times_to_the_second_in_utc() -> None:
+    moment = datetime(2026, 1, 1, 12, 0, 0, 999999, tzinfo=timezone(timedelta(hours=2)))
+    assert report.stamp(moment) == "2026-01-01T10:00:00Z"
+    assert report.until(moment + timedelta(seconds=90), moment) == "in 1m30s"
+    assert report.until(moment - timedelta(seconds=5), moment) == "5s ago"
 
 
 def test_metrics_reference_covers_every_metric_with_help() -> None:

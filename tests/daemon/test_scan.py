@@ -1,16 +1,20 @@
-"""``zombied scan`` in-process: table, JSON, not-yet-due pods, one reaping pass."""
+"""``zombied scan``: what it lists, in which format, on which stream; one reaping pass."""
 
 from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from zombied.config import DryRun
-from zombied.errors import PermissionDenied, ZombiedError
-from zombied.rules import Rule, RuleSet
-from zombied.scan import scan
+import yaml
+from zombied.config import DryRun, ScanConfig, load_config
+from zombied.kube import ApiError
+from zombied.pod import PodSnapshot
+from zombied.rules import Decision, Rule, RuleSet, judge
+from zombied.scan import COLUMNS, Listed, render, scan
 
 from kubesim import Simulator
 from kubesim.rbac import PolicyRule
@@ -35,43 +39,91 @@ async def run_scan(
     return code, out.getvalue(), err.getvalue()
 
 
+# -- through the API -------------------------------------------------------------------
+
+
 async def test_table_lists_due_zombies(sim: Simulator, config: ConfigFactory) -> None:
     cluster(sim)
     code, out, err = await run_scan(sim, config)
     assert code == 0
     header, *rows = out.splitlines()
-    assert header.split() == ["NAMESPACE", "POD", "RULE", "REASON", "NODE", "OWNER", "AGE"]
+    assert header.split() == list(COLUMNS)
     assert [row.split()[:2] for row in rows] == [["team-a", "web-1"], ["team-b", "db-0"]]
     assert rows[1].split()[2:] == ["node-shutdown", "Terminated", "spot-1", "StatefulSet/db", "1m"]
-    assert "1 more pod(s) match a rule but are not yet past its min age" in err
+    assert err == (
+        "zombied: 1 more pod(s) match a rule but are not yet past its min age; "
+        "not listed (--waiting lists them)\n"
+    )
     assert not any(r.verb == "delete" for r in sim.requests)
 
 
-async def test_json_output(sim: Simulator, config: ConfigFactory) -> None:
+async def test_waiting_lists_the_pods_not_yet_due_with_their_due_time(
+    sim: Simulator, config: ConfigFactory
+) -> None:
     cluster(sim)
-    code, out, _ = await run_scan(sim, config, output="json")
-    assert code == 0
-    records = json.loads(out)
-    assert [(r["namespace"], r["pod"]) for r in records] == [
-        ("team-a", "web-1"),
-        ("team-b", "db-0"),
-    ]
-    first = records[0]
-    assert first["rule"] == "node-shutdown"
-    assert first["reason"] == "Terminated"
-    assert first["node"] == "spot-1"
-    assert first["owner"] == "ReplicaSet/web-7d4f"
-    assert first["uid"]
-    assert 55 <= first["age_s"] <= 600
-    assert "outcome" not in first
+    code, out, err = await run_scan(sim, config, waiting=True)
+    assert (code, err) == (0, "")
+    header, *rows = out.splitlines()
+    assert header.split() == [*COLUMNS, "DUE"]
+    due = {row.split()[1]: row.split()[7:] for row in rows}
+    assert due["web-1"] == due["db-0"] == ["now"]
+    assert due["fresh"] in (["in", "29s"], ["in", "28s"])
+    code, out, _ = await run_scan(sim, config, waiting=True, output="json", delete=True)
+    records = {record["pod"]["name"]: record for record in json.loads(out)}
+    assert records["fresh"]["decision"] == "wait"
+    assert "outcome" not in records["fresh"]  # waiting pods are never deleted
+    assert sim.store.get("pods", "team-a", "fresh") is not None
+    assert records["web-1"]["outcome"] == "deleted"
 
 
-async def test_nothing_found(sim: Simulator, config: ConfigFactory) -> None:
+async def test_nothing_found_is_said_on_stderr_like_kubectl(
+    sim: Simulator, config: ConfigFactory
+) -> None:
     sim.store.create("pods", pod("running"))
-    code, out, err = await run_scan(sim, config)
-    assert (code, out, err) == (0, "No zombie pods found.\n", "")
-    code, out, _ = await run_scan(sim, config, output="json")
-    assert (code, json.loads(out)) == (0, [])
+    # `zombied scan | wc -l` counts zombies: the message is not one of them.
+    assert await run_scan(sim, config) == (0, "", "No zombie pods found.\n")
+    assert await run_scan(sim, config, namespace="team-a", output="name") == (
+        0,
+        "",
+        "No zombie pods found in namespace team-a.\n",
+    )
+    assert await run_scan(sim, config, output="json") == (0, "[]\n", "")
+    assert await run_scan(sim, config, output="yaml") == (0, "[]\n", "")
+
+
+@pytest.mark.parametrize(
+    ("changes", "listed", "note"),
+    [
+        ({"namespace": "team-b"}, ["db-0"], ""),
+        # -n names what to list; the scope zombied works in still decides.
+        (
+            {"namespace": "team-b", "namespaces": ("team-a",)},
+            [],
+            "zombied: 1 pod(s) are outside the scope zombied works in (namespace team-b is "
+            "not in --namespaces (team-a)); not listed\n",
+        ),
+        (
+            {"namespace": "team-b", "exclude_namespaces": ("team-b",)},
+            [],
+            "zombied: 1 pod(s) are outside the scope zombied works in (namespace team-b is in "
+            "--exclude-namespaces); not listed\n",
+        ),
+        ({"namespaces": ("team-b",)}, ["db-0"], ""),
+    ],
+)
+async def test_one_namespace(
+    sim: Simulator,
+    config: ConfigFactory,
+    changes: dict[str, Any],
+    listed: list[str],
+    note: str,
+) -> None:
+    cluster(sim)
+    code, out, err = await run_scan(sim, config, output="json", **changes)
+    assert code == 0
+    assert [r["pod"]["name"] for r in json.loads(out)] == listed
+    assert err == note
+    assert {r.namespace for r in sim.requests if r.verb == "list"} == {"team-b"}
 
 
 async def test_delete_reaps_once_with_the_daemon_rules(
@@ -90,7 +142,7 @@ async def test_delete_json_reports_outcomes(sim: Simulator, config: ConfigFactor
     cluster(sim)
     code, out, err = await run_scan(sim, config, delete=True, output="json", dry_run=DryRun.SERVER)
     assert code == 0
-    assert {r["outcome"] for r in json.loads(out)} == {"dry_run"}
+    assert {(r["outcome"], r["code"]) for r in json.loads(out)} == {("dry_run", 200)}
     assert "dry run 2" in err
     assert all(r.dry_run for r in sim.deleted)
 
@@ -105,19 +157,12 @@ async def test_failed_delete_exits_1(sim: Simulator, config: ConfigFactory, tmp_
     assert sim.deleted == []
 
 
-async def test_namespaced_scan(sim: Simulator, config: ConfigFactory) -> None:
-    cluster(sim)
-    code, out, _ = await run_scan(sim, config, namespaces=("team-b",), output="json")
-    assert code == 0
-    assert [r["pod"] for r in json.loads(out)] == ["db-0"]
-
-
 async def test_forbidden_list_names_the_rule(
     sim: Simulator, config: ConfigFactory, tmp_path: Path
 ) -> None:
     token = sim.add_token("nobody", [PolicyRule(("",), ("pods",), ("get",))])
     kubeconfig = sim.write_kubeconfig(tmp_path / "nobody", token=token)
-    with pytest.raises(PermissionDenied, match="list pods in namespace team-b"):
+    with pytest.raises(ApiError, match="list pods in namespace team-b"):
         await run_scan(sim, config, kubeconfig=str(kubeconfig), namespaces=("team-b",))
 
 
@@ -125,5 +170,112 @@ async def test_unreachable_server_is_a_one_line_failure(
     sim: Simulator, config: ConfigFactory
 ) -> None:
     sim.faults.add_error("list", "pods", status=503)
-    with pytest.raises(ZombiedError, match=r"cannot list pods in every namespace \(HTTP 503\)"):
+    with pytest.raises(ApiError, match=r"cannot list pods in every namespace \(HTTP 503\)"):
         await run_scan(sim, config)
+
+
+# -- the report, without I/O -----------------------------------------------------------
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def listed(*pods: PodSnapshot, min_age: float = 60.0) -> list[Listed]:
+    rules = RuleSet((Rule("node-shutdown", min_age),))
+    judgements = [judge(p, rules, first_seen=NOW - timedelta(microseconds=1)) for p in pods]
+    return [Listed(j, j.decision(NOW)) for j in judgements]
+
+
+def shutdown(name: str, *, ago: float | None = 300.0, **fields: Any) -> PodSnapshot:
+    settings: dict[str, Any] = {
+        "phase": "Failed",
+        "reason": "Terminated",
+        "message": "Pod was terminated in response to imminent node shutdown. " * 3,
+        "node": "node-1",
+        "terminated_at": NOW - timedelta(seconds=ago + 0.25) if ago else None,
+    }
+    settings.update(fields)
+    return PodSnapshot(namespace="shop", name=name, uid=f"uid-{name}", **settings)
+
+
+def render_as(items: list[Listed], *argv: str) -> str:
+    config = load_config("scan", argv, {})
+    assert isinstance(config, ScanConfig)
+    return render(items, NOW, config)
+
+
+def test_json_and_yaml_are_kubernetes_style_and_the_same() -> None:
+    items = listed(shutdown("web-0", owner_kind="ReplicaSet", owner_name="web"), shutdown("b"))
+    records = json.loads(render_as(items, "-o", "json"))
+    assert yaml.safe_load(render_as(items, "-o", "yaml")) == records
+    assert records[0] == {
+        "pod": {
+            "namespace": "shop",
+            "name": "web-0",
+            "uid": "uid-web-0",
+            "phase": "Failed",
+            "reason": "Terminated",
+            "message": "Pod was terminated in response to imminent node shutdown. " * 3,
+            "node": "node-1",
+            "owner": "ReplicaSet/web",
+            "terminatedAt": "2025-12-31T23:54:59Z",
+        },
+        "rule": "node-shutdown",
+        "minAge": "1m",
+        "due": "2025-12-31T23:55:59Z",
+        "decision": "delete",
+    }
+    assert records[1]["pod"]["owner"] is None  # never "", never "<none>"
+
+
+def test_formats_of_nothing_and_of_names() -> None:
+    items = listed(shutdown("web-0"), shutdown("young", ago=10.0))
+    assert render_as(items, "-o", "name") == "pod/web-0\n"
+    assert render_as(items, "-o", "name", "--waiting") == "pod/web-0\n"  # only what it deletes
+    for output in ("table", "wide", "name"):
+        assert render_as([], "-o", output) == ""
+    for output in ("json", "yaml"):
+        assert render_as([], "-o", output) == "[]\n"
+
+
+def test_wide_and_no_headers() -> None:
+    (line,) = render_as(listed(shutdown("web-0")), "-o", "wide", "--no-headers").splitlines()
+    assert line.split()[:2] == ["shop", "web-0"]
+    assert "Failed   2025-12-31T23:54:59Z" in line
+    assert line.endswith("…")
+    assert len(line.split("   ")[-1]) == 80
+    one = render_as(listed(shutdown("web-0")), "-n", "shop")
+    assert one.splitlines()[0].split()[:2] == ["POD", "RULE"]
+
+
+def test_due_column_of_waiting_pods() -> None:
+    items = listed(
+        shutdown("due"),
+        shutdown("young", ago=15.0),
+        shutdown("unknown", ago=None),
+        PodSnapshot(namespace="b", name="bare", uid="u", phase="Failed", reason="Shutdown"),
+    )
+    assert [item.decision for item in items] == [Decision.DELETE] + [Decision.WAIT] * 3
+    header, *rows = render_as(items, "--waiting").splitlines()
+    assert header.split() == [*COLUMNS, "DUE"]
+    assert [(row.split()[1], row.split("   ")[-1].strip()) for row in rows] == [
+        ("due", "now"),
+        ("young", "in 45s"),
+        ("unknown", "1m after seen"),
+        ("bare", "1m after seen"),
+    ]
+    assert rows[3].split()[:7] == [
+        "b",
+        "bare",
+        "node-shutdown",
+        "Shutdown",
+        "<none>",
+        "<none>",
+        "<unknown>",
+    ]
+    records = json.loads(render_as(items, "--waiting", "-o", "json"))
+    assert [record["due"] for record in records] == [
+        "2025-12-31T23:55:59Z",
+        "2026-01-01T00:00:44Z",
+        None,
+        None,
+    ]

@@ -4,7 +4,7 @@ kubectl finds the ``kubectl-zombies`` console script on PATH (the virtualenv's b
 directory is put first) and runs it with the arguments after ``zombies``; the plugin
 must then behave as kubectl users expect: the context's namespace by default, ``-n``,
 ``-A``, ``--context``, ``--kubeconfig`` or ``$KUBECONFIG``, ``-l``, ``-o`` and
-``--no-headers``, and ``explain`` on one pod.
+``--no-headers``, ``explain`` on one pod, and never a delete.
 """
 
 from __future__ import annotations
@@ -117,14 +117,14 @@ async def test_context_and_kubeconfig_from_the_environment(cluster: Cluster) -> 
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
     code, out, err = await kubectl("--context", "team", "-o", "json", env=env)
     assert code == 0, err
-    assert [record["pod"] for record in json.loads(out)] == ["api-2"]
+    assert [record["pod"]["name"] for record in json.loads(out)] == ["api-2"]
 
 
 async def test_label_selector_and_yaml(cluster: Cluster) -> None:
     code, out, err = await kubectl("-l", "app=db", "-o", "yaml", kubeconfig=cluster.kubeconfig)
     assert code == 0, err
     records = yaml.safe_load(out)
-    assert [(r["namespace"], r["pod"], r["rule"]) for r in records] == [
+    assert [(r["pod"]["namespace"], r["pod"]["name"], r["rule"]) for r in records] == [
         ("default", "db-0", "node-shutdown")
     ]
 
@@ -142,8 +142,12 @@ async def test_bad_options_exit_2_with_one_line(cluster: Cluster) -> None:
     code, out, err = await kubectl("-A", "-n", "x", kubeconfig=cluster.kubeconfig)
     assert (code, out) == (2, "")
     assert err.strip() == (
-        "zombied: error: --all-namespaces: cannot be combined with --namespaces (-n)"
+        "zombied: error: --all-namespaces: cannot be combined with --namespace (-n)"
     )
+    code, out, err = await kubectl("-n", "team-a", "--delete", kubeconfig=cluster.kubeconfig)
+    assert (code, out) == (2, "")
+    assert err.startswith("kubectl zombies: error: --delete: kubectl zombies only reads;")
+    assert cluster.sim.store.get("pods", "team-a", "api-2") is not None
 
 
 async def test_explain_a_pod_by_namespace_and_name(cluster: Cluster) -> None:

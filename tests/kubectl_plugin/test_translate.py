@@ -1,19 +1,27 @@
-"""The plugin's translation of kubectl habits, and scan's output formats, without I/O."""
+"""The plugin's translation of kubectl habits into zombied's command line, without I/O."""
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from zombied.config import Config, load_config
+from zombied.config import load_config
 from zombied.plugin import context_namespace, main, parse, translate
-from zombied.pod import PodSnapshot
-from zombied.scan import Zombie, render
 
 NO_KUBECONFIG = {"KUBECONFIG": "/nonexistent/config"}
+
+
+def args(*argv: str, environ: dict[str, str] | None = None) -> list[str]:
+    return translate(parse(argv), environ or NO_KUBECONFIG)
+
+
+def resolved(*argv: str, environ: dict[str, str] | None = None) -> Any:
+    """The configuration zombied resolves for ``kubectl zombies ARGV``."""
+    command, *rest = args(*argv, environ=environ)
+    return load_config(command, rest, environ or {})
 
 
 def test_the_context_namespace_follows_kubectls_merge_rules() -> None:
@@ -27,71 +35,68 @@ def test_the_context_namespace_follows_kubectls_merge_rules() -> None:
     assert context_namespace([], None) == "default"
 
 
-def test_flags_map_onto_zombied_scan() -> None:
-    def args(*argv: str) -> list[str]:
-        return translate(parse(argv), NO_KUBECONFIG)
-
-    assert args() == ["scan", "--namespaces=default"]
-    assert args("-A", "-o", "wide") == ["scan", "--all-namespaces", "-o", "wide"]
-    assert args("-o", "json", "--no-headers", "-A") == [
-        "scan",
-        "--all-namespaces",
-        "-o",
-        "json",
-        "--no-headers",
-    ]
-    assert args("-nshop", "-l", "app=web") == [
-        "scan",
-        "--namespaces=shop",
-        "--label-selector=app=web",
-    ]
-    assert args("--context=c", "--kubeconfig", "/k", "--rules", "failed") == [
-        "scan",
-        "--kubeconfig=/k",
-        "--context=c",
-        "--namespaces=default",
-        "--rules",
-        "failed",
-    ]
-    assert args("explain", "web-0", "-n", "shop") == ["explain", "shop/web-0"]
-    assert args("explain", "shop/web-0", "-o", "json") == ["explain", "shop/web-0", "-o", "json"]
-    assert args("version") == ["version"]
-
-
-def _zombies() -> tuple[list[Zombie], datetime]:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    pod = PodSnapshot(
-        namespace="shop",
-        name="web-0",
-        uid="u1",
-        phase="Failed",
-        reason="Terminated",
-        message="Pod was terminated in response to imminent node shutdown. " * 3,
-        node="node-1",
-        terminated_at=now - timedelta(minutes=5),
-    )
-    return [Zombie(pod, "node-shutdown", pod.terminated_at)], now
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ((), ["scan", "-n", "default", "--delete=false"]),
+        (("-A", "-o", "wide"), ["scan", "-A", "-o", "wide", "--delete=false"]),
+        (("-nshop", "-l", "app=web"), ["scan", "-nshop", "-l", "app=web", "--delete=false"]),
+        (
+            ("--context=c", "--kubeconfig", "/k", "--rules", "failed"),
+            [
+                "scan",
+                "-n",
+                "default",
+                "--context=c",
+                "--kubeconfig",
+                "/k",
+                "--rules",
+                "failed",
+                "--delete=false",
+            ],
+        ),
+        (("explain", "web-0", "-n", "shop"), ["explain", "web-0", "-n", "shop"]),
+        (("explain", "web-0"), ["explain", "web-0", "-n", "default"]),
+        (("explain", "shop/web-0", "-o", "json"), ["explain", "shop/web-0", "-o", "json"]),
+        (("version",), ["version"]),
+        (("--version",), ["version"]),
+    ],
+)
+def test_kubectl_flags_pass_through_with_the_context_namespace(
+    argv: tuple[str, ...], expected: list[str]
+) -> None:
+    assert args(*argv) == expected
 
 
-def scan_config(*argv: str) -> Config:
-    return load_config("scan", argv, {})
+@pytest.mark.parametrize(
+    ("argv", "field", "expected"),
+    [
+        # -n is the namespace of what is listed or explained, in the plugin as in zombied.
+        (("-n", "shop"), "namespace", "shop"),
+        (("explain", "web-0", "-n", "shop"), "target", ("shop", "web-0")),
+        (("explain", "shop/web-0"), "target", ("shop", "web-0")),
+        # ... and the scope zombied works in is --namespaces in both.
+        (("-n", "shop", "--namespaces", "shop,ops"), "namespaces", ("shop", "ops")),
+        (("-A",), "namespace", None),
+        (("--selector", "app=web"), "label_selector", "app=web"),
+    ],
+)
+def test_the_plugin_and_zombied_mean_the_same(
+    argv: tuple[str, ...], field: str, expected: object
+) -> None:
+    assert getattr(resolved(*argv), field) == expected
 
 
-def test_output_formats() -> None:
-    zombies, now = _zombies()
-    assert render(zombies, now, scan_config("-o", "name")) == "pod/web-0\n"
-    (record,) = yaml.safe_load(render(zombies, now, scan_config("-o", "yaml")))
-    assert (record["namespace"], record["pod"], record["age_s"]) == ("shop", "web-0", 300.0)
-    assert render([], now, scan_config("-o", "yaml")) == "[]\n"
-    assert render([], now, scan_config("-o", "name")) == ""
-    wide = render(zombies, now, scan_config("-o", "wide", "--no-headers"))
-    (line,) = wide.splitlines()
-    assert line.split()[:2] == ["shop", "web-0"]
-    assert "2025-12-31T23:55:00Z" in line
-    assert line.endswith("…")
-    assert len(line.split("   ")[-1]) == 80
-    one = render(zombies, now, scan_config("-n", "shop"))
-    assert one.splitlines()[0].split()[0] == "POD"
+def test_the_plugin_only_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    for flag in ("--delete", "--delete=true", "--delete=false"):
+        assert main([flag]) == 2
+        assert capsys.readouterr().err == (
+            "kubectl zombies: error: --delete: kubectl zombies only reads; "
+            "'zombied scan --delete' takes the same options and deletes what it lists\n"
+        )
+    # An environment set up for `zombied scan --delete` does not make the plugin delete.
+    environ = {**NO_KUBECONFIG, "ZOMBIED_DELETE": "true"}
+    assert resolved(environ=environ).delete is False
 
 
 def test_the_namespace_comes_from_the_kubeconfig_files(tmp_path: Path) -> None:
@@ -104,9 +109,9 @@ def test_the_namespace_comes_from_the_kubeconfig_files(tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     broken.write_text("{not yaml")
     listed = os.pathsep.join(str(p) for p in (broken, tmp_path / "missing", first, second))
-    assert translate(parse([]), {"KUBECONFIG": listed}) == ["scan", "--namespaces=shop"]
+    assert args(environ={"KUBECONFIG": listed})[:3] == ["scan", "-n", "shop"]
     flag = ["--kubeconfig", str(second), "--context", "team"]
-    assert translate(parse(flag), {"KUBECONFIG": str(broken)})[-1] == "--namespaces=shop"
+    assert args(*flag, environ={"KUBECONFIG": str(broken)})[:3] == ["scan", "-n", "shop"]
 
 
 def test_help_and_a_flag_without_its_value(capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,4 +120,6 @@ def test_help_and_a_flag_without_its_value(capsys: pytest.CaptureFixture[str]) -
     assert main(["-n"]) == 2
     assert capsys.readouterr().err == "kubectl zombies: error: -n: expected a value\n"
     assert main(["-A", "-n", "x"]) == 2
-    assert "--all-namespaces: cannot be combined" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "zombied: error: --all-namespaces: cannot be combined with --namespace (-n)\n"
+    )

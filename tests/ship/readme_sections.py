@@ -1,12 +1,14 @@
-"""The README's generated sections: configuration, built-in rules and metrics references.
+"""Generated sections of the documentation: configuration, rules and metrics references.
 
 The references are rendered from the code's own definitions (the option table in
 ``zombied.config``, the built-in rules in ``zombied.rules`` and the metric objects in
-``zombied.metrics``), so the README cannot
-drift from what the program accepts and exposes. ``make docs`` rewrites the sections
-between their markers; ``test_readme.py`` fails when they are stale.
+``zombied.metrics``), so no page can drift from what the program accepts and exposes.
+Any markdown file may hold any of the sections, each between
+``<!-- BEGIN name -->`` and ``<!-- END name -->``; ``make docs`` rewrites the sections
+of every file it is given, and ``test_readme.py`` fails when one is stale. The
+runtime package never formats documentation: this module is the only generator.
 
-Usage: ``python tests/ship/readme_sections.py --write README.md`` (or ``--check``).
+Usage: ``python tests/ship/readme_sections.py --write README.md docs/*.md`` (or ``--check``).
 """
 
 from __future__ import annotations
@@ -17,31 +19,77 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-
-def config_reference() -> str:
-    from zombied.config import format_reference  # noqa: PLC0415 - only when rendering
-
-    return format_reference().strip()
-
-
-def rules_reference() -> str:
-    from zombied.config import format_rules_reference  # noqa: PLC0415 - only when rendering
-
-    return format_rules_reference().strip()
+_MARKER = re.compile(r"<!-- BEGIN ([a-z0-9-]+) -->")
 
 
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines.extend("| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def config_reference() -> str:
+    """Every option: its flag and spellings, environment variable, default, commands."""
+    from zombied.config import COMMANDS, OPTIONS  # noqa: PLC0415 - only when rendering
+
+    rows = []
+    for option in OPTIONS:
+        flag = option.flag
+        if option.const is not None:
+            flag += f"[={option.metavar}]"
+        elif option.metavar:
+            flag += f" {option.metavar}"
+        spellings = [f"`{alias}`" for alias in (option.short, *option.aliases) if alias]
+        rows.append(
+            (
+                f"`{flag}`" + (f" ({', '.join(spellings)})" if spellings else ""),
+                f"`{option.env}`" if option.env else "flag only",
+                option.shown_default(),
+                ", ".join(command for command in COMMANDS if command in option.commands),
+                option.help,
+            )
+        )
+    return _table(("Flag", "Environment", "Default", "Commands", "Description"), rows)
+
+
+def rules_reference() -> str:
+    """The built-in rules: what each matches, its min age, whether it is on by default."""
+    from zombied.config import format_duration  # noqa: PLC0415 - only when rendering
+    from zombied.rules import BUILTIN_RULES, DEFAULT_RULES, OWN_MIN_AGES  # noqa: PLC0415
+
+    rows = []
+    for name, pattern in BUILTIN_RULES.items():
+        reasons = [f"`{reason}`" for reason in sorted(pattern.reasons)]
+        if pattern.reason_pattern is not None:
+            reasons.append("`OutOf<resource>`")
+        age = OWN_MIN_AGES.get(name)
+        rows.append(
+            (
+                f"`{name}`",
+                ", ".join(sorted(pattern.phases)),
+                ", ".join(reasons) or "any",
+                f"`{pattern.message.pattern}`" if pattern.message is not None else "anything",
+                format_duration(age) if age is not None else "`--min-age`",
+                "yes" if name in DEFAULT_RULES else "no",
+            )
+        )
+    header = ("Rule", "Phases", "Reasons", "Message must match", "Min age", "On by default")
+    return _table(header, rows)
+
+
 def metrics_reference() -> str:
+    """Every metric zombied exposes, with its type, labels and meaning."""
     from zombied.metrics import reference  # noqa: PLC0415 - only when rendering
 
-    lines = ["| Metric | Type | Labels | Meaning |", "|---|---|---|---|"]
-    for name, kind, labels, help_text in reference():
-        label_text = ", ".join(f"`{label}`" for label in labels) or "none"
-        lines.append(f"| `{name}` | {kind} | {label_text} | {_cell(help_text)} |")
-    return "\n".join(lines)
+    rows = [
+        (f"`{name}`", kind, ", ".join(f"`{label}`" for label in labels) or "none", help_text)
+        for name, kind, labels, help_text in reference()
+    ]
+    return _table(("Metric", "Type", "Labels", "Meaning"), rows)
 
 
 SECTIONS: dict[str, Callable[[], str]] = {
@@ -58,19 +106,28 @@ def _pattern(name: str) -> re.Pattern[str]:
     )
 
 
+def names(text: str) -> list[str]:
+    """The generated sections ``text`` holds, in order; unknown names are an error."""
+    found = _MARKER.findall(text)
+    unknown = sorted(set(found) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"no generator for section {unknown[0]!r} (known: {', '.join(SECTIONS)})")
+    return found
+
+
 def section(text: str, name: str) -> str:
     """The current content between the markers of section ``name``."""
     match = _pattern(name).search(text)
     if match is None:
-        raise ValueError(f"README has no <!-- BEGIN {name} --> ... <!-- END {name} --> markers")
+        raise ValueError(f"no <!-- BEGIN {name} --> ... <!-- END {name} --> markers")
     return match.group(2).strip()
 
 
 def render(text: str) -> str:
-    """``text`` with every generated section replaced by what the code says now."""
-    for name, generate in SECTIONS.items():
-        section(text, name)  # markers must exist
-        body = generate()
+    """``text`` with each generated section it holds replaced by what the code says now."""
+    for name in names(text):
+        section(text, name)  # the END marker must exist too
+        body = SECTIONS[name]()
         text = _pattern(name).sub(lambda m, body=body: f"{m.group(1)}{body}\n{m.group(3)}", text)
     return text
 
@@ -80,19 +137,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="rewrite the sections in place")
     mode.add_argument("--check", action="store_true", help="exit 1 when a section is stale")
-    parser.add_argument("readme", type=Path)
+    parser.add_argument("files", type=Path, nargs="+", metavar="FILE.md")
     args = parser.parse_args(argv)
-    text = args.readme.read_text(encoding="utf-8")
-    new = render(text)
-    if args.check:
-        if new != text:
-            print(f"{args.readme}: generated sections are stale; run `make docs`")
-            return 1
-        return 0
-    if new != text:
-        args.readme.write_text(new, encoding="utf-8")
-        print(f"{args.readme}: generated sections updated")
-    return 0
+    stale = 0
+    for path in args.files:
+        text = path.read_text(encoding="utf-8")
+        new = render(text)
+        if new == text:
+            continue
+        if args.check:
+            print(f"{path}: generated sections are stale; run `make docs`")
+            stale += 1
+        else:
+            path.write_text(new, encoding="utf-8")
+            print(f"{path}: generated sections updated")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

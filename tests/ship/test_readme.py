@@ -24,9 +24,7 @@ COMMANDS_WITH_OPTIONS = ("run", "scan", "explain")
 FOREIGN_FLAGS = frozenset(
     {
         "--field-selector",
-        "--all-namespaces",
         "--terminated-pod-gc-threshold",
-        "--selector",  # kubectl's and the plugin's spelling of --label-selector
         "--previous",  # kubectl logs
         "--comment",  # amtool silence add
         "--duration",
@@ -58,17 +56,52 @@ def test_opens_with_demo_and_test(text: str) -> None:
     assert text.index("make demo") < text.index("\n## ")
 
 
-@pytest.mark.parametrize("name", sorted(readme_sections.SECTIONS))
-def test_generated_section_matches_the_code(text: str, name: str) -> None:
-    expected = readme_sections.SECTIONS[name]().strip()
-    assert expected, f"{name}: the generator produced nothing"
-    assert readme_sections.section(text, name) == expected, (
-        f"README section {name} is stale: run `make docs`"
-    )
+#: Every markdown file ``make docs`` renders: the README and the pages under docs/.
+DOCUMENTS = (README, *sorted((ROOT / "docs").glob("**/*.md")))
 
 
-def test_render_is_idempotent(text: str) -> None:
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_generated_sections_match_the_code(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    for name in readme_sections.names(text):
+        expected = readme_sections.SECTIONS[name]().strip()
+        assert expected, f"{name}: the generator produced nothing"
+        assert readme_sections.section(text, name) == expected, (
+            f"{path.name}: section {name} is stale: run `make docs`"
+        )
     assert readme_sections.render(readme_sections.render(text)) == readme_sections.render(text)
+
+
+def test_every_generated_section_is_published() -> None:
+    published = {
+        name for path in DOCUMENTS for name in readme_sections.names(path.read_text("utf-8"))
+    }
+    assert published == set(readme_sections.SECTIONS)
+
+
+def test_the_generator_writes_any_markdown_file(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# Rules\n<!-- BEGIN rules-reference -->\nold\n<!-- END rules-reference -->\n")
+    assert readme_sections.main(["--check", str(page)]) == 1
+    assert readme_sections.main(["--write", str(page)]) == 0
+    assert readme_sections.main(["--check", str(page)]) == 0
+    body = readme_sections.section(page.read_text(), "rules-reference")
+    assert body.splitlines()[0].startswith("| Rule | Phases |")
+    page.write_text("<!-- BEGIN nonsense -->\n<!-- END nonsense -->\n")
+    with pytest.raises(ValueError, match="no generator for section 'nonsense'"):
+        readme_sections.render(page.read_text())
+
+
+def test_the_reference_lists_every_option_in_well_formed_rows() -> None:
+    lines = readme_sections.config_reference().splitlines()
+    assert lines[0] == "| Flag | Environment | Default | Commands | Description |"
+    assert len(lines) == 2 + len(OPTIONS)
+    for option, line in zip(OPTIONS, lines[2:], strict=True):
+        assert f"`{option.flag}" in line
+        # exactly five cells: no unescaped pipe inside a cell
+        assert line.replace("\\|", "").count("|") == 6
+    dry_run = next(line for line in lines if line.startswith("| `--dry-run"))
+    assert dry_run.startswith("| `--dry-run[=client\\|server\\|none]` | `ZOMBIED_DRY_RUN` | none |")
 
 
 def test_every_flag_mentioned_exists(text: str) -> None:

@@ -12,7 +12,6 @@ import asyncio
 import base64
 import json
 import ssl
-import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from zombied.reaper import delete_options
 
 from kubesim import Simulator
 from tests.daemon.pods import zombie
-from tests.helpers import eventually
+from tests.helpers import eventually, self_signed, signed_by
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -305,62 +304,12 @@ async def test_a_server_certificate_nobody_signed_is_a_connection_error(
     await pool.close()
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def certificates(tmp_path: Path) -> Path:
     """A CA, a server certificate for 127.0.0.1 and a client certificate, all by the CA."""
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-subj",
-        "/CN=test-ca",
-        "-days",
-        "1",
-        cwd=tmp_path,
-    )
-    (tmp_path / "server.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    for name, subject in (("server", "/CN=127.0.0.1"), ("client", "/CN=zombied-test")):
-        _openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            f"{name}.key",
-            "-out",
-            f"{name}.csr",
-            "-subj",
-            subject,
-            cwd=tmp_path,
-        )
-        extra = ["-extfile", "server.ext"] if name == "server" else []
-        _openssl(
-            "x509",
-            "-req",
-            "-in",
-            f"{name}.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            f"{name}.crt",
-            "-days",
-            "1",
-            *extra,
-            cwd=tmp_path,
-        )
+    ca = self_signed(tmp_path, "ca", common_name="test-ca", hosts=())
+    signed_by(ca, tmp_path, "server", common_name="127.0.0.1", hosts=["127.0.0.1"])
+    signed_by(ca, tmp_path, "client", common_name="zombied-test")
     return tmp_path
 
 

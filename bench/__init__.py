@@ -1,9 +1,12 @@
-"""Benchmark of zombied against the `kubectl` CronJob it replaces.
+"""Benchmark of zombied at its defaults, and the demo.
 
-`bench/run.py` is the entry point (`make bench`). The simulator and zombied run as
-their own processes, exactly as users run them; this package only drives them over
-HTTP on 127.0.0.1, samples the zombied process, and turns the simulator's request and
-delete logs into the figures in `bench/RESULTS.md`. Pure computations (statistics,
-audits, markdown) live in `stats` and `report` so they are unit-tested without
-processes; everything that starts a process lives in `procs` and must stop it.
+`bench/run.py` is the entry point (`make bench`): `realserver` (storms on a real
+kube-apiserver against the `kubectl` CronJob of `cronjob`), `pacing` (storms on the
+simulator, clean and under 429 pushback) and `memory` (memory against cluster size).
+The simulator and zombied run as their own processes, exactly as users run them
+(`simctl`); this package drives them over HTTP on 127.0.0.1, samples zombied's process
+(`procs`), and turns the servers' logs into the figures of `bench/RESULTS.md`. Child
+processes, waits and ports come from `tests.helpers`, shared with the test suite.
+`demo` is `make demo`; `monitoring_plot` and `prometheus` draw `bench/monitoring.png`
+and serve the monitoring test.
 """

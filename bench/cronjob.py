@@ -54,8 +54,6 @@ class CronRun:
     finished: float = 0.0
     listed: int = 0
     invocations: list[Invocation] = field(default_factory=list)
-    # "namespace/name" in the order the deletes were handed to kubectl.
-    order: list[str] = field(default_factory=list)
     cut_at: float | None = None  # when the deadline stopped the run, if it did
 
     @property
@@ -65,10 +63,6 @@ class CronRun:
     @property
     def max_rss_bytes(self) -> int:
         return max((inv.max_rss_bytes for inv in self.invocations), default=0)
-
-    @property
-    def failures(self) -> int:
-        return sum(1 for inv in self.invocations if inv.returncode != 0)
 
 
 def batch_names(names: Iterable[str], *, prefix_chars: int, max_chars: int) -> list[list[str]]:
@@ -187,7 +181,6 @@ def run_once(
         by_namespace = parse_listing(out)
         run.listed = sum(len(names) for names in by_namespace.values())
         for namespace, names in sorted(by_namespace.items()):
-            run.order.extend(f"{namespace}/{name}" for name in names)
             head = [*base, "delete", "--wait=false", "-n", namespace]
             prefix = sum(len(part) + 1 for part in head)
             for batch in batch_names(
@@ -256,11 +249,6 @@ class CronJob:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=600)
-
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait for the schedule to end (stopped, or ended by `stop_after`); True if it has."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
     @property
     def running(self) -> bool:

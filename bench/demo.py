@@ -23,7 +23,6 @@ import argparse
 import functools
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import anyio
 import anyio.abc
 import zombied
 from anyio.streams.text import TextReceiveStream
+from tests.helpers import free_port
 
 from kubesim import Simulator
 from kubesim.scenario import PodRef, PreemptResult, build_named
@@ -60,12 +60,6 @@ class Summary:
     latencies: list[float] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     exit_code: int | None = None
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _zombied_env() -> dict[str, str]:
@@ -215,7 +209,7 @@ async def run_demo(
             _section("zombied scan (before any node goes away)")
             await _run_scan(kubeconfig)
 
-            port = _free_port("127.0.0.1")
+            port = free_port()
             flags = _flags(kubeconfig, min_age)
             command = [
                 sys.executable,

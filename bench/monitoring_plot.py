@@ -30,8 +30,8 @@ mpl.use("Agg")
 
 # The backend must be chosen before pyplot loads.
 import matplotlib.pyplot as plt
+from tests.helpers import LOOPBACK, wait_for
 
-from bench.procs import LOOPBACK, wait_for
 from bench.prometheus import Prometheus
 from bench.simctl import REPO, SimProcess, ZombiedProcess
 from kubesim.scenario import shutdown_pod
@@ -123,12 +123,10 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
     with ExitStack() as stack:
         sim = SimProcess(workdir)
         zombied = ZombiedProcess(
-            sim,
+            sim.kubeconfig,
             workdir,
             name="zombied",
             extra=[
-                "--leader-elect",
-                "--lease-namespace=default",
                 f"--qps={scale.qps}",
                 f"--burst={scale.qps}",
                 "--watch-timeout=5s",

@@ -4,9 +4,10 @@ What users run is the defaults, so these runs never pass `--qps` or `--burst`: a
 batch (200 zombies at once), a storm (1,000 at once), and the same storm while the API
 server answers a fifth of the DELETEs with 429 and ``Retry-After: 1`` (the simulator's
 fault injection). Each run gets a fresh zombied on a fresh simulator; zombied's
-``zombied_delete_rate`` gauge is scraped every 0.2 s for the rate curve. Figures come
-from the simulator's request and delete logs (its clock) and the kernel's accounting
-of the zombied process. Run alone with ``python -m bench.pacing [--quick]``.
+``zombied_delete_rate`` gauge is scraped every 0.2 s for the rate curve (``pacing.png``).
+Figures come from the simulator's request and delete logs (its clock) and the kernel's
+accounting of the zombied process (CPU per reaped pod). Run alone with
+``python -m bench.pacing [--quick]``.
 """
 
 from __future__ import annotations
@@ -27,16 +28,25 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zombied.events import EVENT_QPS
+import matplotlib as mpl
 
-from bench.procs import Sampler, wait_for
+mpl.use("Agg")
+
+# The backend must be chosen before pyplot loads.
+import matplotlib.pyplot as plt
+from tests.helpers import wait_for
+
+from bench.procs import Sampler
 from bench.simctl import SimProcess, ZombiedProcess
 from bench.stats import LatencySummary, audit_deletes
 
 #: The fault of the pushback run, in the simulator's fault syntax.
 PUSHBACK_FAULT = "error:verb=delete,resource=pods,status=429,fraction=0.2,retry_after=1"
-AS_DEPLOYED = ("--leader-elect", "--lease-namespace", "default")
 PODS_PER_NODE = 100
+#: A bound on the wait for zombied's Reaped Events after the last delete: it writes them
+#: at a few per second of its own (`zombied run --help`, under --qps), behind the deletes.
+EVENTS_WAIT_PER_ZOMBIE_S = 0.5
+_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +98,10 @@ class PacingResult:
     @property
     def total_requests(self) -> int:
         return sum(self.requests.values())
+
+    @property
+    def cpu_per_reaped_ms(self) -> float:
+        return self.cpu_s * 1000 / self.reaped if self.reaped else math.nan
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,7 +163,7 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
         by_node = sim.pods_on(names[: nodes - 1])
         pods = [pod for on_node in by_node.values() for pod in on_node][: scenario.zombies]
         with (
-            ZombiedProcess(sim, workdir, name=f"zombied-pacing-{slug}", extra=AS_DEPLOYED) as zd,
+            ZombiedProcess(sim.kubeconfig, workdir, name=f"zombied-pacing-{slug}") as zd,
             Sampler(zd.pid, interval=0.25) as sampler,
             RateScraper(zd) as scraper,
         ):
@@ -170,13 +184,13 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
                 return wanted <= done
 
             ok = wait_for(cleared, timeout=clear_timeout, interval=0.25)
+            sampler.sample()  # the last CPU reading inside the window
             ended = time.time()
-            sampler.sample()
             result.cpu_s = sampler.cpu_at(ended) - sampler.cpu_at(started)
             # The requests of a storm include the Events written after its last delete.
             wait_for(
                 lambda: scraper.events_queued == 0,
-                timeout=scenario.zombies / EVENT_QPS + 30,
+                timeout=scenario.zombies * EVENTS_WAIT_PER_ZOMBIE_S + 30,
                 interval=0.5,
             )
             result.events_written_after_s = time.time() - ended
@@ -220,7 +234,7 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
         f"  {scenario.name}: {result.reaped}/{len(zombies)} reaped, cleared "
         f"{result.clear_after_last_write_s:.1f} s after the last write, "
         f"{result.total_requests} requests ({result.delete_requests} DELETE), "
-        f"CPU {result.cpu_s:.2f} s"
+        f"CPU {result.cpu_s:.2f} s ({result.cpu_per_reaped_ms:.2f} ms per reaped pod)"
     )
     return result
 
@@ -267,7 +281,7 @@ def render(runs: Sequence[PacingResult], *, picture: str) -> list[str]:
                     f"{run.delete_requests:,}",
                     f"{run.total_requests:,}{versus}",
                     by_code,
-                    f"{run.cpu_s:.2f} s",
+                    f"{run.cpu_s:.2f} s ({run.cpu_per_reaped_ms:.2f} ms)",
                     f"{run.missed} / {run.wrong}",
                 ]
             )
@@ -281,16 +295,61 @@ def render(runs: Sequence[PacingResult], *, picture: str) -> list[str]:
         "fresh zombied. The pushback run has the simulator answer 20 % of the DELETEs with",
         "`429` and `Retry-After: 1`. Requests are every request zombied made from the first",
         "kubelet write until its queue of Reaped Events was written out (DELETEs, Events,",
-        "lease renewals, watches), by verb, resource and status.",
+        "lease renewals, watches), by verb, resource and status. CPU is the zombied",
+        "process's user and system time over the same span as the clear time (in brackets:",
+        "per reaped pod), from the kernel's accounting.",
         "",
         "| run | zombies | cleared after the last kubelet write | reap latency p50 / p99 "
-        "| DELETE requests | all requests | by verb, resource, code | CPU | missed / wrong |",
+        "| DELETE requests | all requests | by verb, resource, code | CPU (per reaped pod) "
+        "| missed / wrong |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
         *rows,
         "",
         f"![zombied_delete_rate and DELETEs per second during these runs]({picture})",
         "",
     ]
+
+
+def draw(runs: Sequence[PacingResult], path: Path) -> Path:
+    """The rate curve: zombied's DELETE rate limit and the DELETEs answered, per run."""
+    figure, axes = plt.subplots(1, 2, figsize=(14, 4.8), constrained_layout=True)
+    limit, answered = axes
+    for colour, run in zip(_COLOURS, runs, strict=False):
+        if run.rate_curve:
+            xs, ys = zip(*run.rate_curve, strict=True)
+            limit.step(
+                xs, ys, where="post", color=colour, label=f"{run.scenario} ({run.zombies:,})"
+            )
+        if run.deletes_per_s:
+            seconds = [point[0] for point in run.deletes_per_s]
+            answered.plot(
+                seconds,
+                [point[1] for point in run.deletes_per_s],
+                color=colour,
+                label=f"{run.scenario}: all DELETEs",
+            )
+            if any(point[2] for point in run.deletes_per_s):
+                answered.plot(
+                    seconds,
+                    [point[2] for point in run.deletes_per_s],
+                    color=colour,
+                    linestyle=":",
+                    label=f"{run.scenario}: answered 429",
+                )
+    limit.set_title("zombied_delete_rate (the adaptive limit), scraped every 0.2 s")
+    limit.set_ylabel("DELETEs per second allowed")
+    answered.set_title("DELETE requests per second, from the API server's request log")
+    answered.set_ylabel("requests per second")
+    for axis in axes:
+        axis.set_xlabel("seconds since the first kubelet write")
+        axis.set_ylim(bottom=0)
+        axis.grid(visible=True, alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.suptitle("zombied at its defaults: the rate curve")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
 
 
 def run_all(workdir: Path, *, quick: bool = False) -> list[PacingResult]:
@@ -302,7 +361,7 @@ def run_all(workdir: Path, *, quick: bool = False) -> list[PacingResult]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="200-zombie runs only")
-    parser.add_argument("--out", type=Path, help="write pacing.json here")
+    parser.add_argument("--out", type=Path, help="write pacing.json and pacing.png here")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     workdir = Path(tempfile.mkdtemp(prefix="zombied-pacing-"))
     _log(f"logs in {workdir}")
@@ -310,6 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "pacing.json").write_text(json.dumps([r.to_json() for r in results], indent=1))
+        draw(results, args.out / "pacing.png")
+    print("\n".join(render(results, picture="pacing.png")))
     return 1 if any(r.missed or r.wrong for r in results) else 0
 
 

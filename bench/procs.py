@@ -1,209 +1,26 @@
-"""Starting and stopping the processes the benchmark measures, and talking to them.
+"""Watching the processes the benchmark measures, and talking to them over HTTP.
 
-Owns every child process the benchmark starts: each is started through `Child`, used
-as a context manager, and stopped on the way out whatever happened (SIGTERM, then
-SIGKILL after a grace period). It also reaps the child itself with `os.wait4`, which
-hands back the kernel's resource usage for that one process (CPU seconds and peak
-RSS), so the figures are the child's own and not the harness's. Traffic only ever goes
-to 127.0.0.1; this module must never talk to any other address.
+`Sampler` reads one process's RSS and CPU time from the kernel (psutil) in a thread, so
+every figure is that process's own, never the harness's; `Http` is a tiny JSON client
+with one keep-alive connection per thread. Starting and stopping processes is
+`tests.helpers.Child`'s job. Traffic only ever goes to 127.0.0.1; this module must
+never talk to any other address.
 """
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
-import math
-import os
-import signal
-import socket
 import ssl
-import subprocess
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any
 
 import psutil
-
-LOOPBACK: Final = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.05) -> bool:
-    """Poll `predicate` until it holds or `timeout` seconds pass; whether it held."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if predicate():
-                return True
-        except (OSError, ValueError):
-            pass
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """What the kernel counted for one finished process."""
-
-    cpu_seconds: float
-    max_rss_bytes: int
-    returncode: int
-
-
-class Child:
-    """One child process with its output in a log file; stopped on exit, always."""
-
-    def __init__(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        log_path: Path,
-        env: Mapping[str, str] | None = None,
-        stop_timeout: float = 15.0,
-        stop_signal: signal.Signals = signal.SIGTERM,
-    ) -> None:
-        self.name = name
-        self.argv = list(argv)
-        self.log_path = log_path
-        self.env = dict(env) if env is not None else None
-        self.stop_timeout = stop_timeout
-        self.stop_signal = stop_signal
-        self.usage: Usage | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: Any = None
-
-    @property
-    def pid(self) -> int:
-        if self._proc is None:
-            raise RuntimeError(f"{self.name} is not running")
-        return self._proc.pid
-
-    def alive(self) -> bool:
-        return self._proc is not None and self.usage is None and self._proc.poll() is None
-
-    def __enter__(self) -> Child:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("wb")
-        self._proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=self.env,
-            start_new_session=True,
-        )
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def start(
-        self,
-        ready: Callable[[], bool],
-        *,
-        timeout: float,
-        what: str,
-        failure: str = "did not become ready",
-    ) -> None:
-        """Start the process and wait until `ready` holds.
-
-        Raises, with the end of the child's output, if the process exits first or
-        `ready` does not hold within `timeout` seconds; the child is stopped then.
-        """
-        self.__enter__()
-
-        def up() -> bool:
-            if not self.alive():
-                raise RuntimeError(f"{what} exited:\n{self.tail()}")
-            return ready()
-
-        with self.stopped_on_error():
-            if not wait_for(up, timeout=timeout):
-                raise RuntimeError(f"{what} {failure}:\n{self.tail()}")
-
-    @contextlib.contextmanager
-    def stopped_on_error(self) -> Iterator[None]:
-        """Stop the process if the block raises: a half-started child must not outlive it."""
-        try:
-            yield
-        except BaseException:
-            self.stop()
-            raise
-
-    def stop(self) -> Usage | None:
-        """SIGTERM (or the configured signal), wait, SIGKILL if it will not go.
-
-        Returns the kernel's usage figures for the process.
-        """
-        proc = self._proc
-        if proc is None or self.usage is not None:
-            return self.usage
-        try:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(self.stop_signal)
-                if not self._reap(self.stop_timeout):
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    self._reap(10.0)
-        finally:
-            if self._log is not None:
-                self._log.close()
-                self._log = None
-        return self.usage
-
-    def _reap(self, timeout: float) -> bool:
-        # ru_maxrss is kept for completeness only: it includes the harness's memory the
-        # child inherited before exec; `Sampler.high_water` is the child's own peak.
-        proc = self._proc
-        assert proc is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-            except ChildProcessError:
-                # Someone reaped it already (Popen.poll); usage is then unknown.
-                self.usage = Usage(math.nan, 0, proc.returncode or 0)
-                return True
-            if pid == proc.pid:
-                code = os.waitstatus_to_exitcode(status)
-                proc.returncode = code
-                self.usage = Usage(
-                    cpu_seconds=rusage.ru_utime + rusage.ru_stime,
-                    # Linux reports ru_maxrss in KiB.
-                    max_rss_bytes=rusage.ru_maxrss * 1024,
-                    returncode=code,
-                )
-                return True
-            time.sleep(0.05)
-        return False
-
-    def tail(self, lines: int = 20) -> str:
-        """The end of the child's output, for error messages."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+from tests.helpers import LOOPBACK
 
 
 def high_water_rss(pid: int) -> int:
@@ -363,12 +180,3 @@ class Http:
         except OSError:
             return False
         return code == 200
-
-
-def stream_lines(path: Path) -> Iterator[str]:
-    """Lines of a log file written so far."""
-    try:
-        with path.open(errors="replace") as handle:
-            yield from handle
-    except OSError:
-        return

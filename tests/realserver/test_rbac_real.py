@@ -45,19 +45,42 @@ RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
 
 
 class Install:
-    """One install of the manifests' RBAC for one user, in namespaces of its own."""
+    """Who zombied runs as on the real cluster and in which namespaces, for one run.
 
-    def __init__(self, cluster: RealCluster, variant: Variant, rbac: list[dict[str, Any]]) -> None:
+    ``namespaces`` maps the namespace names of the manifests (``zombied``, ``team-a``...)
+    to the real ones; ``lease`` is the Lease zombied holds in its own namespace.
+    """
+
+    def __init__(
+        self,
+        cluster: RealCluster,
+        variant: Variant,
+        user: str,
+        kubeconfig: Path,
+        namespaces: dict[str, str],
+        lease: str = "zombied",
+    ) -> None:
         self.cluster = cluster
         self.variant = variant
         self.run_id = secrets.token_hex(4)
-        self.user, self.kubeconfig = cluster.unprivileged_kubeconfig()
+        self.user, self.kubeconfig = user, kubeconfig
+        self.namespaces = namespaces
+        self.lease = lease
+
+    @classmethod
+    def bound_to_user(
+        cls, cluster: RealCluster, variant: Variant, rbac: list[dict[str, Any]]
+    ) -> Install:
+        """The manifests' RBAC, in namespaces of its own, bound to an unprivileged user."""
+        user, kubeconfig = cluster.unprivileged_kubeconfig()
         watched = variant.namespaces or ("team-a",)
-        self.namespaces = {
+        namespaces = {
             name: cluster.create_namespace(f"zr-{name}") for name in (OWN_NAMESPACE, *watched)
         }
+        install = cls(cluster, variant, user, kubeconfig, namespaces)
         for obj in rbac:
-            self._apply(copy.deepcopy(obj))
+            install._apply(copy.deepcopy(obj))
+        return install
 
     def _apply(self, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
@@ -144,10 +167,9 @@ async def probe(running: Running, path: str) -> tuple[int, str]:
         return response.status, await response.text()
 
 
-@pytest.mark.parametrize("variant_name", ["base", "namespaced"])
-async def test_manifest_rbac_is_enough(real_cluster: RealCluster, variant_name: str) -> None:
-    variant = VARIANTS[variant_name]
-    install = Install(real_cluster, variant, variant.rbac)
+async def assert_rbac_is_enough(install: Install) -> None:
+    """zombied, run as ``install.user``, reaps, leads and records Events without a 403."""
+    cluster = install.cluster
     uids = install.add_zombies()
     async with zombied(install) as (running,):
 
@@ -157,12 +179,12 @@ async def test_manifest_rbac_is_enough(real_cluster: RealCluster, variant_name: 
         await eventually(ready, timeout=TIMEOUT, message="zombied ready")
 
         def all_reaped() -> bool:
-            return all(not pod_names(real_cluster, ns) for ns in install.namespaces.values())
+            return all(not pod_names(cluster, ns) for ns in install.namespaces.values())
 
         await eventually(all_reaped, timeout=TIMEOUT, message="every zombie deleted")
         own = install.namespace(OWN_NAMESPACE)
-        code, lease = real_cluster.request(
-            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{own}/leases/zombied"
+        code, lease = cluster.request(
+            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{own}/leases/{install.lease}"
         )
         assert code == 200, lease
         assert lease["spec"]["holderIdentity"].startswith(f"zombied-{install.run_id}")
@@ -170,7 +192,7 @@ async def test_manifest_rbac_is_enough(real_cluster: RealCluster, variant_name: 
         def events_recorded() -> bool:
             recorded = set()
             for ns in install.namespaces.values():
-                _, events = real_cluster.request("GET", f"/api/v1/namespaces/{ns}/events")
+                _, events = cluster.request("GET", f"/api/v1/namespaces/{ns}/events")
                 recorded |= {
                     e["involvedObject"]["uid"] for e in events["items"] if e["reason"] == "Reaped"
                 }
@@ -178,6 +200,12 @@ async def test_manifest_rbac_is_enough(real_cluster: RealCluster, variant_name: 
 
         await eventually(events_recorded, timeout=TIMEOUT, message="Reaped events")
     assert install.refusals() == []
+
+
+@pytest.mark.parametrize("variant_name", ["base", "namespaced"])
+async def test_manifest_rbac_is_enough(real_cluster: RealCluster, variant_name: str) -> None:
+    variant = VARIANTS[variant_name]
+    await assert_rbac_is_enough(Install.bound_to_user(real_cluster, variant, variant.rbac))
 
 
 def _refused(install: Install, removal: Removal) -> bool:
@@ -204,7 +232,7 @@ async def test_every_rule_is_needed_and_named(real_cluster: RealCluster) -> None
     for variant_name, removal in REMOVALS:
         variant = VARIANTS[variant_name]
         rbac = _without(variant.rbac, removal.role, removal.index, removal.verb)
-        install = Install(real_cluster, variant, rbac)
+        install = Install.bound_to_user(real_cluster, variant, rbac)
         install.add_zombies()
         installs.append((removal, install))
     async with zombied(*(install for _, install in installs)) as processes:

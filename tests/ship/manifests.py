@@ -63,8 +63,8 @@ def one(objects: list[Obj], kind: str, name: str | None = None) -> Obj:
     return found[0]
 
 
-def container(objects: list[Obj]) -> Obj:
-    deployment = one(objects, "Deployment", "zombied")
+def container(objects: list[Obj], deployment_name: str = "zombied") -> Obj:
+    deployment = one(objects, "Deployment", deployment_name)
     containers = deployment["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
     result: Obj = containers[0]

@@ -266,6 +266,14 @@ def test_namespaced_overlay_grants_only_the_watched_namespaces(namespaced: list[
     assert bindings == set(OVERLAY_NAMESPACES)
 
 
+def test_namespaced_overlay_only_adds_the_namespaces(
+    base: list[Obj], namespaced: list[Obj]
+) -> None:
+    # A patch appends one argument, so a change to the base's arguments reaches both.
+    watched = "--namespaces=" + ",".join(OVERLAY_NAMESPACES)
+    assert container(namespaced)["args"] == [*container(base)["args"], watched]
+
+
 def test_kustomization_at_the_top_points_to_the_base() -> None:
     top = (ROOT / "manifests" / "kustomization.yaml").read_text(encoding="utf-8")
     assert "- base" in top

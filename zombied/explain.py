@@ -162,6 +162,14 @@ def render_name(explanation: Explanation) -> str:
     return f"pod/{explanation.pod.name}\n"
 
 
+def _disruption(reason: str) -> str:
+    if not reason:
+        return f"{report.NONE} (no DisruptionTarget condition: written since 1.26, GA in 1.31)"
+    if reason == "TerminationByKubelet":
+        return "TerminationByKubelet (the kubelet ended the pod: a shutdown or an eviction)"
+    return reason
+
+
 def render_table(explanation: Explanation) -> str:
     """The human report: the pod, the vetoes, rule by rule, then the decision."""
     judgement = explanation.judgement
@@ -178,6 +186,7 @@ def render_table(explanation: Explanation) -> str:
         f"Message:    {pod.message or report.NONE}",
         f"Node:       {pod.node or report.NONE}",
         f"Owner:      {pod.owner or report.NONE}",
+        f"Disruption: {_disruption(pod.disruption)}",
         f"Terminal:   {since}",
         "",
         "Vetoes:",

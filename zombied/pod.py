@@ -62,6 +62,10 @@ class PodSnapshot:
     deleting: bool = False
     keep: bool = False
     terminated_at: datetime | None = None
+    #: The reason of a ``DisruptionTarget=True`` condition (GA since 1.31; a kubelet
+    #: that ended the pod says ``TerminationByKubelet``): evidence shown beside the
+    #: reason rules match on, since older kubelets never write it.
+    disruption: str = ""
     #: The labels a label selector asks about, as ``(key, value)`` pairs; no others.
     labels: tuple[tuple[str, str], ...] = ()
 
@@ -136,8 +140,16 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
         deleting=metadata.get("deletionTimestamp") is not None,
         keep=isinstance(keep_value, str) and keep_value.strip().lower() == "true",
         terminated_at=_terminated_at(status, conditions, phase),
+        disruption=_disruption(conditions),
         labels=_labels(metadata.get("labels"), label_keys) if label_keys else (),
     )
+
+
+def _disruption(conditions: Mapping[str, Mapping[str, object]]) -> str:
+    condition = conditions.get("DisruptionTarget")
+    if condition is None or condition.get("status") != "True":
+        return ""
+    return _text(condition.get("reason"), _MAX_REASON) or "unknown"
 
 
 def _labels(value: object, keys: frozenset[str]) -> tuple[tuple[str, str], ...]:

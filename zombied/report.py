@@ -61,6 +61,7 @@ def pod_json(pod: PodSnapshot) -> dict[str, Any]:
         "message": pod.message or None,
         "node": pod.node or None,
         "owner": pod.owner or None,
+        "disruptionTarget": pod.disruption or None,
         "terminatedAt": stamp(pod.terminated_at) if pod.terminated_at else None,
     }
 

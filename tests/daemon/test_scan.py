@@ -217,6 +217,7 @@ def test_json_and_yaml_are_kubernetes_style_and_the_same() -> None:
             "message": "Pod was terminated in response to imminent node shutdown. " * 3,
             "node": "node-1",
             "owner": "ReplicaSet/web",
+            "disruptionTarget": None,
             "terminatedAt": "2025-12-31T23:54:59Z",
         },
         "rule": "node-shutdown",

@@ -320,7 +320,7 @@ class TestTerminatedAt:
             },
         ]
         snap = parse_pod(pod)
-        assert snap.terminated_at == T0
+        assert (snap.terminated_at, snap.disruption) == (T0, "TerminationByKubelet")
 
     def test_disruption_target_false_is_not_used(self) -> None:
         pod = make_pod()
@@ -332,7 +332,7 @@ class TestTerminatedAt:
             }
         ]
         snap = parse_pod(pod)
-        assert snap.terminated_at is None
+        assert (snap.terminated_at, snap.disruption) == (None, "")
 
     def test_container_time_beats_conditions(self) -> None:
         pod = make_pod()

@@ -380,3 +380,21 @@ async def test_healthz_fails_only_when_wedged(sim: Simulator, config: ConfigFact
         status, body = await get(daemon.http_port, "/healthz")
         assert status == 503
         assert "event loop stalled" in body
+
+
+async def test_drain_writes_the_reaped_events_before_it_says_drained(
+    sim: Simulator, config: ConfigFactory
+) -> None:
+    for i in range(3):
+        sim.store.create("pods", zombie(f"z-{i}"))
+    # The Events wait on the server a little, so the drain starts with them queued.
+    sim.faults.add_latency("create", "events", 0.3)
+    async with Daemon(config()) as daemon:
+        await eventually(lambda: len(sim.deleted) == 3)
+        with captured_logs() as logs:
+            await daemon.drain()
+        written = len(sim.store.list("events", "team-a"))
+    assert written == 3
+    events = [entry["event"] for entry in logs]
+    assert "event.dropped" not in events
+    assert events[-1] == "daemon.drained"

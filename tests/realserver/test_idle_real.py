@@ -1,0 +1,74 @@
+"""After a quiet spell, a storm is reaped as promptly as the first one.
+
+``zombied run`` talks to a real kube-apiserver through a TLS middlebox that silently
+black-holes connections idle for 20 s, as load balancers do (watches are spared). A
+client that keeps idle connections for ever sends the first DELETEs after the quiet
+spell into dead sockets, where they hang until their deadline; zombied's connections
+must not outlive an idle spell that long.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.daemon.pods import zombie
+from tests.daemon.test_cli import readyz, zombied_run
+from tests.helpers import eventually
+from tests.realserver.cluster import ADMIN, RealCluster
+from tests.realserver.fixtures import ON_REAL_SERVER
+from tests.realserver.middlebox import Middlebox
+from tests.realserver.workload import create_pods, pod_names
+
+pytestmark = [pytest.mark.subprocess, ON_REAL_SERVER]
+
+#: How long the middlebox remembers a connection that carries nothing.
+IDLE = 20.0
+WAVE = 8
+
+
+async def wave(cluster: RealCluster, namespace: str, name: str) -> float:
+    """Create a node's worth of zombies; seconds until zombied deleted them all."""
+    create_pods(cluster, {f"{name}-{i}": zombie("", namespace) for i in range(WAVE)})
+    started = anyio.current_time()
+    await eventually(lambda: not pod_names(cluster, namespace), timeout=60)
+    return anyio.current_time() - started
+
+
+def kubeconfig_through(box: Middlebox, cluster: RealCluster, path: Path) -> Path:
+    ca = base64.b64encode(box.certificate.pem).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "lb", "cluster": {"server": box.url, "certificate-authority-data": ca}}
+        ],
+        "users": [{"name": ADMIN, "user": {"token": cluster.tokens[ADMIN]}}],
+        "contexts": [{"name": "lb", "context": {"cluster": "lb", "user": ADMIN}}],
+        "current-context": "lb",
+    }
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+async def test_a_storm_after_a_quiet_spell_is_reaped_as_promptly_as_the_first(
+    real_cluster: RealCluster, tmp_path: Path
+) -> None:
+    namespace = real_cluster.create_namespace()
+    async with Middlebox(real_cluster.url, real_cluster.ca_pem, tmp_path, idle=IDLE) as box:
+        kubeconfig = kubeconfig_through(box, real_cluster, tmp_path / "kubeconfig")
+        async with zombied_run(kubeconfig, "--namespaces", namespace) as running:
+            await eventually(lambda: running.events("http.listening"), timeout=30)
+            await eventually(lambda: readyz(running.port()), timeout=30)
+            first = await wave(real_cluster, namespace, "first")
+            # Quiet until every connection that was not a watch is forgotten by the box.
+            await eventually(lambda: box.quiet_for() > IDLE + 1, timeout=IDLE + 30)
+            second = await wave(real_cluster, namespace, "second")
+            failed = running.events("pod.delete_failed")
+    # A DELETE into a dead socket waits for its 10 s deadline; none may have.
+    assert not failed, failed
+    assert second < max(3 * first, 5.0), (first, second)

@@ -30,18 +30,18 @@ import os
 import random
 import secrets
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 from anyio.abc import TaskStatus
 
-from zombied.kube import ApiError, Kind, Kube, Request
+from zombied.kube import ApiError, Kind, Request
 from zombied.log import get_logger
 
-__all__ = ["Leadership", "LeaseElector", "default_identity", "micro_time"]
+__all__ = ["Leadership", "LeaseApi", "LeaseElector", "default_identity", "micro_time"]
 
 log = get_logger(__name__)
 
@@ -51,6 +51,19 @@ JITTER_FACTOR: Final = 1.2
 #: expiry clock of everyone who observes it.
 _RECORD_FIELDS: Final = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime")
 _GROUP: Final = "coordination.k8s.io"
+
+
+class LeaseApi(Protocol):
+    """What the elector needs of the API server: `zombied.kube.Kube.request`."""
+
+    async def request(
+        self,
+        request: Request,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        body: object = None,
+        timeout: float,  # noqa: ASYNC109 - every request carries its own deadline
+    ) -> Any: ...
 
 
 def default_identity() -> str:
@@ -165,7 +178,7 @@ class LeaseElector:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: LeaseApi,
         *,
         name: str,
         namespace: str,

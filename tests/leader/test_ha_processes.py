@@ -17,7 +17,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,7 +25,6 @@ import pytest
 from anyio.abc import Process
 
 from kubesim.rbac import PolicyRule
-from kubesim.status import ApiError
 from tests.daemon.pods import zombie
 from tests.helpers import eventually, stop_processes
 
@@ -91,21 +89,15 @@ class Replicas:
         self.stack = stack
         self.all: list[Replica] = []
 
-    async def start(
-        self,
-        name: str,
-        *,
-        rules: list[PolicyRule] | None = None,
-        extra: list[str] | None = None,
-    ) -> Replica:
-        """Start a replica with its own token; ``extra`` options override the defaults."""
-        token = self.sim.add_token(name, rules or [PolicyRule(["*"], ["*"], ["*"])])
+    async def start(self, name: str) -> Replica:
+        """Start a replica with a token of its own."""
+        token = self.sim.add_token(name, [PolicyRule(["*"], ["*"], ["*"])])
         kubeconfig = self.sim.write_kubeconfig(self.tmp_path / f"{name}.kubeconfig", token=token)
         log_path = self.tmp_path / f"{name}.log"
         log_file = log_path.open("wb")
         self.stack.callback(log_file.close)
         process = await anyio.open_process(
-            [*replica_args(kubeconfig), *(extra or [])],
+            replica_args(kubeconfig),
             stdout=log_file,
             stderr=log_file,
             env={**os.environ, "POD_NAME": name},
@@ -240,72 +232,3 @@ async def test_inconsistent_lease_settings_exit_2(
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1
     assert option in lines[0] or "--renew-deadline" in lines[0]
-
-
-def land_late(sim: Any, holder: str, duration: int) -> bool:
-    """What a real API server may do with a write whose client gave up: apply it anyway.
-
-    The simulator drops a request whose client left; the test applies it in its place.
-    False when the lease exists already, as the server's late create would have found.
-    """
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    record = {
-        "holderIdentity": holder,
-        "leaseDurationSeconds": duration,
-        "acquireTime": now,
-        "renewTime": now,
-        "leaseTransitions": 0,
-    }
-    lease = {"metadata": {"name": "zombied", "namespace": NAMESPACE}, "spec": record}
-    try:
-        sim.store.create("leases", lease)
-    except ApiError as exc:
-        if exc.code != 409:
-            raise
-        return False
-    return True
-
-
-async def test_sigterm_during_an_unanswered_lease_create_releases_it(
-    sim: Any, tmp_path: Path
-) -> None:
-    # The leader-to-be gives up on its create after 0.8 s (the request timeout of a 1 s
-    # retry period); the server applies it anyway, late. Shut down meanwhile, the
-    # replica must still leave the lease free: else the standby waits out the 10 s lease.
-    timing = ["--lease-duration=10", "--renew-deadline=2"]
-    async with open_replicas(sim, tmp_path) as replicas:
-        # The standby may read and take over a lease but not create one, so that the
-        # slow create below is the other replica's.
-        standby = await replicas.start(
-            "standby",
-            rules=[
-                PolicyRule([""], ["*"], ["*"]),
-                PolicyRule(["coordination.k8s.io"], ["leases"], ["get", "update"]),
-            ],
-            extra=[*timing, f"--retry-period={RETRY_PERIOD}"],
-        )
-        await eventually(lambda: standby.events("daemon.started"), timeout=30)
-        slow = sim.faults.add_latency(verb="create", resource="leases", seconds=5.0)
-        leader = await replicas.start("leader", extra=[*timing, "--retry-period=1"])
-        await eventually(lambda: slow.fired, timeout=30, message="the slow lease create")
-        sim.faults.remove(slow)
-        started = await eventually(lambda: leader.events("daemon.started"), timeout=30)
-        assert isinstance(started, list)
-        termed_at = time.monotonic()
-        leader.process.send_signal(signal.SIGTERM)
-
-        # The client gives up on the create; the server applies it all the same.
-        await eventually(
-            lambda: sim.requests.filter("create", "leases", 499),
-            timeout=3.0,
-            message="the leader giving up on its create",
-        )
-        land_late(sim, started[0]["identity"], duration=10)
-
-        await eventually(
-            lambda: replicas.holder() is standby, timeout=3.0, message="standby takeover"
-        )
-        assert time.monotonic() - termed_at <= 3.0
-        with anyio.fail_after(10):
-            assert await leader.process.wait() == 0
-        assert leader.events("leader.released")

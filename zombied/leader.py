@@ -206,6 +206,8 @@ class LeaseElector:
         # One write at a time: a release must not race a renewal of the same version.
         self._lock = anyio.Lock()
         self._released = False
+        # The campaign of `run`; `release` cancels it, and with it any request on its way.
+        self._campaign: anyio.CancelScope | None = None
         # Loop time of the start of the last successful write while leading.
         self._renewed_at = -math.inf
         # The last lease the server returned, the record it held and when it changed.
@@ -225,9 +227,11 @@ class LeaseElector:
         """Campaign and lead until cancelled; release the lease on the way out."""
         task_status.started()
         try:
-            while True:
-                await self._acquire()
-                await self._lead()
+            with anyio.CancelScope() as self._campaign:
+                while True:
+                    await self._acquire()
+                    await self._lead()
+            await anyio.sleep_forever()  # released: a follower until cancelled
         finally:
             if self.leadership.in_term:
                 with anyio.CancelScope(shield=True):
@@ -236,9 +240,13 @@ class LeaseElector:
     async def release(self) -> None:
         """Stop leading for good and clear the holder so a standby takes over at once.
 
-        After this, :meth:`run` stays a follower until it is cancelled.
+        After this, :meth:`run` stays a follower until it is cancelled. A lease request
+        of ours still waiting for its answer is abandoned, not waited for: the release
+        reads the lease and clears whatever of that request the server applied.
         """
         self._released = True
+        if self._campaign is not None:
+            self._campaign.cancel()
         with anyio.CancelScope(shield=True):
             await self._release(reason="released")
 
@@ -247,7 +255,7 @@ class LeaseElector:
     async def _acquire(self) -> None:
         """Try every retry period (jittered, as client-go) until we hold the lease."""
         while True:
-            if not self._released and await self._try_acquire_or_renew():
+            if await self._try_acquire_or_renew():
                 return
             jitter = self._rng.random() * JITTER_FACTOR * self.retry_period
             await anyio.sleep(self.retry_period + jitter)

@@ -13,9 +13,10 @@ from typing import Any
 import anyio
 import pytest
 from structlog.testing import capture_logs
+from zombied.kube import ApiError, Kind, Request
 from zombied.leader import micro_time
 
-from tests.leader.conftest import LONG, NEXT_RETRY, Candidate, wait_for
+from tests.leader.conftest import LEASE, LONG, NAMESPACE, NEXT_RETRY, Candidate, wait_for
 from tests.leader.memory import LeaseServer
 
 pytestmark = pytest.mark.looptime
@@ -282,3 +283,47 @@ async def test_a_release_that_cannot_be_written_gives_up_and_the_lease_expires(
             assert standby.gained_at >= last_write_of(server, leader) + 2
     timeouts = [e["identity"] for e in logs if e["event"] == "leader.release_timeout"]
     assert timeouts == [leader.identity]
+
+
+@pytest.mark.parametrize(
+    ("verb", "fault"),
+    [
+        pytest.param("update", "lost", id="renewal-landed-unanswered"),
+        pytest.param("update", "hanging", id="renewal-hanging"),
+        pytest.param("create", "lost", id="create-landed-unanswered"),
+    ],
+)
+async def test_a_release_meets_a_write_of_ours_still_on_its_way(
+    memory_campaign: Any, server: LeaseServer, verb: str, fault: str
+) -> None:
+    # What the daemon's drain does while a lease request of ours waits for its answer:
+    # the release must not wait for it, and must clear whatever of it the server applied.
+    async with memory_campaign() as c:
+        leader = await c.add("leader", **LONG)
+        if verb == "update":
+            await c.wait_leader()
+        writes, sent = len(server.writes), len(leader.kube.bodies(verb))
+        if fault == "lost":
+            leader.kube.lost.add(verb)
+        else:
+            leader.kube.latency[verb] = 60.0
+        await wait_for(lambda: len(leader.kube.bodies(verb)) > sent, 1.0, "the write sent")
+        landed = len(server.writes) > writes
+        assert landed == (fault == "lost")
+        assert server.spec()["holderIdentity"] == "leader"
+        leader.kube.lost.clear()
+        leader.kube.latency.clear()
+        standby = await c.add("standby", **LONG)
+        released_at = anyio.current_time()
+        await leader.elector.release()
+        assert anyio.current_time() - released_at < 1.0  # not the release's timeout
+        assert server.spec()["holderIdentity"] == ""
+        await wait_for(lambda: standby.leading, 1.0, "the standby's takeover")
+        assert standby.gained_at - released_at <= NEXT_RETRY
+        assert not leader.leadership.in_term
+    if landed:
+        # Had the write landed after the release instead, its version would be stale.
+        late = leader.kube.bodies(verb)[sent]
+        with pytest.raises(ApiError) as refused:
+            server.apply(Request(verb, "leases", NAMESPACE, LEASE), late)
+        assert refused.value.kind is Kind.CONFLICT

@@ -295,15 +295,15 @@ class LeaseElector:
                     return True
             try:
                 lease = await self._request("get")
+                self._observe(lease)  # an answer that is no Lease fails like any request
             except ApiError as exc:
                 if exc.kind is not Kind.NOT_FOUND:
                     self._failed(exc)
                     return False
                 lease = None
-            if lease is not None:
-                self._observe(lease)
-                if self._holder and self._holder != self.identity and not self._expired():
-                    return False
+            taken = lease is not None and self._holder not in ("", self.identity)
+            if taken and not self._expired():
+                return False
             try:
                 self._won(await self._write(lease), started)
             except ApiError as exc:

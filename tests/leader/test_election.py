@@ -327,3 +327,19 @@ async def test_a_release_meets_a_write_of_ours_still_on_its_way(
         with pytest.raises(ApiError) as refused:
             server.apply(Request(verb, "leases", NAMESPACE, LEASE), late)
         assert refused.value.kind is Kind.CONFLICT
+
+
+async def test_an_answer_that_is_no_lease_is_reported_and_retried(
+    memory_campaign: Any, server: LeaseServer
+) -> None:
+    server.write(record("", renewed=datetime.now(UTC), duration=1, transitions=0))
+    with capture_logs() as logs:
+        async with memory_campaign() as c:
+            cand = await c.add("cand")
+            cand.kube.garbled.add("get")
+            await wait_for(lambda: len(cand.kube.bodies("get")) >= 3, 2.0, "reads, retried")
+            assert cand.changes == []
+            cand.kube.garbled.clear()
+            await c.wait_leader()
+    errors = [(e["verb"], e["reason"]) for e in logs if e["event"] == "leader.error"]
+    assert errors == [("get", "MalformedAnswer")]

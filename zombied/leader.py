@@ -406,7 +406,8 @@ class LeaseElector:
                     except ApiError as exc:
                         if exc.kind is Kind.CONFLICT:
                             continue  # written in between: read the newer version
-                        self._failed(exc)
+                        if exc.kind is not Kind.NOT_FOUND:  # no lease: nothing to give back
+                            self._failed(exc)
                         return
                     self._log.info("leader.released", reason=reason)
                     return

@@ -343,3 +343,17 @@ async def test_an_answer_that_is_no_lease_is_reported_and_retried(
             await c.wait_leader()
     errors = [(e["verb"], e["reason"]) for e in logs if e["event"] == "leader.error"]
     assert errors == [("get", "MalformedAnswer")]
+
+
+async def test_a_release_with_no_lease_has_nothing_to_give_back(
+    memory_campaign: Any, server: LeaseServer
+) -> None:
+    with capture_logs() as logs:
+        async with memory_campaign() as c:
+            cand = await c.add("cand")
+            cand.kube.errors["create"] = 503
+            await wait_for(lambda: len(cand.kube.bodies("create")) >= 2, 2.0, "failed creates")
+            await cand.elector.release()
+            assert server.lease is None
+    errors = [e["verb"] for e in logs if e["event"] == "leader.error"]
+    assert errors == ["create"]  # the 404 of the release's read is no error

@@ -30,18 +30,18 @@ import os
 import random
 import secrets
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 from anyio.abc import TaskStatus
 
-from zombied.kube import ApiError, Kind, Kube, Request
+from zombied.kube import ApiError, Kind, Request
 from zombied.log import get_logger
 
-__all__ = ["Leadership", "LeaseElector", "default_identity", "micro_time"]
+__all__ = ["Leadership", "LeaseApi", "LeaseElector", "default_identity", "micro_time"]
 
 log = get_logger(__name__)
 
@@ -51,6 +51,19 @@ JITTER_FACTOR: Final = 1.2
 #: expiry clock of everyone who observes it.
 _RECORD_FIELDS: Final = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime")
 _GROUP: Final = "coordination.k8s.io"
+
+
+class LeaseApi(Protocol):
+    """What the elector needs of the API server: `zombied.kube.Kube.request`."""
+
+    async def request(
+        self,
+        request: Request,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        body: object = None,
+        timeout: float,  # noqa: ASYNC109 - every request carries its own deadline
+    ) -> Any: ...
 
 
 def default_identity() -> str:
@@ -165,7 +178,7 @@ class LeaseElector:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: LeaseApi,
         *,
         name: str,
         namespace: str,
@@ -193,6 +206,8 @@ class LeaseElector:
         # One write at a time: a release must not race a renewal of the same version.
         self._lock = anyio.Lock()
         self._released = False
+        # The campaign of `run`; `release` cancels it, and with it any request on its way.
+        self._campaign: anyio.CancelScope | None = None
         # Loop time of the start of the last successful write while leading.
         self._renewed_at = -math.inf
         # The last lease the server returned, the record it held and when it changed.
@@ -212,9 +227,11 @@ class LeaseElector:
         """Campaign and lead until cancelled; release the lease on the way out."""
         task_status.started()
         try:
-            while True:
-                await self._acquire()
-                await self._lead()
+            with anyio.CancelScope() as self._campaign:
+                while True:
+                    await self._acquire()
+                    await self._lead()
+            await anyio.sleep_forever()  # released: a follower until cancelled
         finally:
             if self.leadership.in_term:
                 with anyio.CancelScope(shield=True):
@@ -223,9 +240,13 @@ class LeaseElector:
     async def release(self) -> None:
         """Stop leading for good and clear the holder so a standby takes over at once.
 
-        After this, :meth:`run` stays a follower until it is cancelled.
+        After this, :meth:`run` stays a follower until it is cancelled. A lease request
+        of ours still waiting for its answer is abandoned, not waited for: the release
+        reads the lease and clears whatever of that request the server applied.
         """
         self._released = True
+        if self._campaign is not None:
+            self._campaign.cancel()
         with anyio.CancelScope(shield=True):
             await self._release(reason="released")
 
@@ -234,7 +255,7 @@ class LeaseElector:
     async def _acquire(self) -> None:
         """Try every retry period (jittered, as client-go) until we hold the lease."""
         while True:
-            if not self._released and await self._try_acquire_or_renew():
+            if await self._try_acquire_or_renew():
                 return
             jitter = self._rng.random() * JITTER_FACTOR * self.retry_period
             await anyio.sleep(self.retry_period + jitter)
@@ -274,15 +295,15 @@ class LeaseElector:
                     return True
             try:
                 lease = await self._request("get")
+                self._observe(lease)  # an answer that is no Lease fails like any request
             except ApiError as exc:
                 if exc.kind is not Kind.NOT_FOUND:
                     self._failed(exc)
                     return False
                 lease = None
-            if lease is not None:
-                self._observe(lease)
-                if self._holder and self._holder != self.identity and not self._expired():
-                    return False
+            taken = lease is not None and self._holder not in ("", self.identity)
+            if taken and not self._expired():
+                return False
             try:
                 self._won(await self._write(lease), started)
             except ApiError as exc:
@@ -385,7 +406,8 @@ class LeaseElector:
                     except ApiError as exc:
                         if exc.kind is Kind.CONFLICT:
                             continue  # written in between: read the newer version
-                        self._failed(exc)
+                        if exc.kind is not Kind.NOT_FOUND:  # no lease: nothing to give back
+                            self._failed(exc)
                         return
                     self._log.info("leader.released", reason=reason)
                     return

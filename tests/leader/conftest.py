@@ -1,12 +1,11 @@
 """Candidates campaigning for one Lease, each with its own connection.
 
-Two backends: the simulator over real HTTP (``campaign``), and an in-memory Lease on
-fake loop time (``memory_campaign``) for the election logic, where waiting out a lease
-costs nothing. A :class:`Campaign` runs every elector in its own cancel scope (so a
-test can stop one "replica"), records each gain and loss of leadership with the loop
-time it happened (``Leadership.gained_at``/``lost_at``), samples ``leading`` of all
-candidates and watches the stored Lease the way a standby would (the loop time at
-which each new record was first seen).
+Two backends: the in-memory `LeaseServer` on fake loop time (``memory_campaign``) for
+the election logic, and the simulator over real HTTP (``campaign``). A `Campaign` runs
+every elector in its own cancel scope (a test stops one "replica" by cancelling it),
+records each gain and loss of leadership with its loop time through
+``Leadership(on_change=...)``, and samples ``leading`` of every candidate throughout:
+on leaving, it asserts that no two candidates ever led at once.
 """
 
 from __future__ import annotations
@@ -22,125 +21,100 @@ from typing import Any
 import anyio
 import pytest
 from anyio.abc import TaskGroup
-from kubernetes_asyncio.client import ApiClient
-from zombied.kube import open_api_client
-from zombied.leader import ApiLeases, LeaseElector
+from zombied.kube import open_kube
+from zombied.leader import Leadership, LeaseApi, LeaseElector
 
+from kubesim import Simulator
 from tests.helpers import eventually
-from tests.leader.memory import LeaseServer, MemoryLeases
+from tests.leader.memory import LeaseServer, MemoryKube
 
 LEASE = "zombied"
 NAMESPACE = "default"
-#: Short durations for tests: lease 1.5 s (written as 2), deadline 1 s, retry 0.2 s.
+#: Short durations: lease 1.5 s (written as 2), renew deadline 1 s, retry 0.2 s.
 FAST = {"lease_duration": 1.5, "renew_deadline": 1.0, "retry_period": 0.2}
-#: How often the monitors look; fine enough to catch any overlap of two terms.
+#: A lease far longer than any wait of a test: only a release explains a quick takeover.
+LONG = {"lease_duration": 30.0, "renew_deadline": 20.0, "retry_period": 0.2}
+#: The longest wait of an acquire loop: client-go's jitter, 1 to 2.2 retry periods.
+NEXT_RETRY = 2.2 * 0.2
+#: How often leadership is sampled; fine enough to catch any overlap of two terms.
 SAMPLE = 0.005
 
 
-async def wait_for(predicate: Callable[[], bool], within: float, what: str) -> None:
+async def wait_for(predicate: Callable[[], object], within: float, what: str) -> None:
     """Wait until ``predicate()`` holds; fail the test after ``within`` seconds."""
     await eventually(predicate, timeout=within, interval=SAMPLE, message=what)
 
 
-@dataclass
+@dataclass(eq=False)
 class Candidate:
     identity: str
     elector: LeaseElector
-    leases: Any  # ApiLeases on the simulator, MemoryLeases in memory
+    kube: Any  # a MemoryKube, or a Kube on the simulator
     scope: anyio.CancelScope
+    #: Every gain (True) and loss (False) of leadership, with its loop time.
+    changes: list[tuple[float, bool]] = field(default_factory=list)
     stopped: anyio.Event = field(default_factory=anyio.Event)
-    _changes: list[tuple[float, bool]] = field(default_factory=list)
-    _terms: int = 0
 
     @property
-    def changes(self) -> list[tuple[float, bool]]:
-        """Every gain (True) and loss (False) of leadership so far, with its loop time."""
-        self.record()
-        return self._changes
-
-    def stop(self) -> None:
-        self.scope.cancel()
+    def leadership(self) -> Leadership:
+        return self.elector.leadership
 
     @property
     def leading(self) -> bool:
-        return self.elector.leadership.leading
+        return self.leadership.leading
 
-    def record(self) -> None:
-        """Note the gains and losses of leadership since the last look, with their times."""
-        leadership = self.elector.leadership
-        leading = bool(self._changes) and self._changes[-1][1]
-        if leadership.terms > self._terms:
-            assert leadership.terms == self._terms + 1, f"{self.identity}: terms missed"
-            if leading:  # the previous term ended before this one began
-                assert leadership.lost_at is not None
-                self._changes.append((leadership.lost_at, False))
-            assert leadership.gained_at is not None
-            self._changes.append((leadership.gained_at, True))
-            self._terms = leadership.terms
-            leading = True
-        if leading and not leadership.in_term:
-            assert leadership.lost_at is not None
-            self._changes.append((leadership.lost_at, False))
+    @property
+    def gained_at(self) -> float:
+        return max(at for at, leading in self.changes if leading)
+
+    @property
+    def lost_at(self) -> float:
+        return max(at for at, leading in self.changes if not leading)
+
+    def stop(self) -> None:
+        """Cancel this replica's elector, as a shutdown does."""
+        self.scope.cancel()
 
     def terms(self) -> list[tuple[float, float]]:
-        """Intervals of loop time during which we were leading."""
-        terms: list[tuple[float, float]] = []
-        start: float | None = None
-        for at, leading in self.changes:
-            if leading and start is None:
-                start = at
-            elif not leading and start is not None:
-                terms.append((start, at))
-                start = None
-        if start is not None:
-            terms.append((start, math.inf))
-        return terms
-
-
-@dataclass
-class Seen:
-    """A Lease record as a standby first saw it."""
-
-    at: float
-    spec: dict[str, Any]
-    resource_version: str
+        """Intervals of loop time during which this candidate led."""
+        starts = [at for at, leading in self.changes if leading]
+        ends = [at for at, leading in self.changes if not leading]
+        return list(itertools.zip_longest(starts, ends, fillvalue=math.inf))
 
 
 class Campaign:
-    """Candidates on one Lease; ``lease()`` reads it the way the server stores it."""
-
-    def __init__(
-        self,
-        lease: Callable[[], dict[str, Any] | None],
-        connect: Callable[[], Awaitable[Any]],
-        tg: TaskGroup,
-        stack: AsyncExitStack,
-    ) -> None:
-        self.lease = lease
+    def __init__(self, connect: Callable[[], Awaitable[LeaseApi]], tg: TaskGroup) -> None:
         self._connect = connect
         self.tg = tg
-        self.stack = stack
         self.candidates: list[Candidate] = []
         self.samples = 0
         self.overlaps: list[tuple[float, list[str]]] = []
-        self.seen: list[Seen] = []
 
-    async def add(self, identity: str, **durations: float) -> Candidate:
-        return self.add_with(identity, await self._connect(), **durations)
-
-    def add_with(self, identity: str, leases: Any, **durations: float) -> Candidate:
-        settings = {**FAST, **durations}
-        scope = anyio.CancelScope()
-        elector = LeaseElector(leases, identity=identity, **settings)
-        candidate = Candidate(identity, elector, leases, scope)
+    async def add(
+        self, identity: str, kube: LeaseApi | None = None, **durations: float
+    ) -> Candidate:
+        """Start a candidate on its own connection (``kube``, or a new one)."""
+        changes: list[tuple[float, bool]] = []
+        leadership = Leadership(
+            False, on_change=lambda leading: changes.append((anyio.current_time(), leading))
+        )
+        kube = kube if kube is not None else await self._connect()
+        elector = LeaseElector(
+            kube,
+            name=LEASE,
+            namespace=NAMESPACE,
+            identity=identity,
+            leadership=leadership,
+            **{**FAST, **durations},
+        )
+        candidate = Candidate(identity, elector, kube, anyio.CancelScope(), changes)
         self.candidates.append(candidate)
 
         async def run() -> None:
             try:
-                with scope:
+                with candidate.scope:
                     await elector.run()
             finally:
-                candidate.record()
                 candidate.stopped.set()
 
         self.tg.start_soon(run)
@@ -149,57 +123,46 @@ class Campaign:
     def leaders(self) -> list[Candidate]:
         return [c for c in self.candidates if c.leading]
 
-    def leader(self) -> Candidate | None:
-        leaders = self.leaders()
-        return leaders[0] if len(leaders) == 1 else None
+    async def wait_leader(
+        self, within: float = 5.0, *, other_than: Candidate | None = None
+    ) -> Candidate:
+        def one() -> Candidate | None:
+            leaders = self.leaders()
+            return leaders[0] if len(leaders) == 1 and leaders[0] is not other_than else None
 
-    def spec(self) -> dict[str, Any]:
-        lease = self.lease()
-        return dict(lease["spec"]) if lease else {}
-
-    async def wait_leader(self, within: float = 5.0) -> Candidate:
-        await wait_for(lambda: self.leader() is not None, within, "exactly one leader")
-        leader = self.leader()
+        await wait_for(one, within, "exactly one leader")
+        leader = one()
         assert leader is not None
         return leader
 
-    async def wait_renewals(self, count: int, within: float = 5.0) -> None:
-        """Wait until the Lease record has changed ``count`` more times."""
-        target = len(self.seen) + count
-        await wait_for(lambda: len(self.seen) >= target, within, f"{count} lease writes")
+    async def stop(self, candidate: Candidate) -> None:
+        """Cancel ``candidate`` and wait until its elector has ended (released or not)."""
+        candidate.stop()
+        await wait_for(candidate.stopped.is_set, 2.0, f"{candidate.identity} to stop")
 
     def assert_never_two_leaders(self) -> None:
         assert self.samples > 0
         assert not self.overlaps, f"two leaders at once: {self.overlaps[:5]}"
-        terms = sorted(
-            (start, end, c.identity) for c in self.candidates for start, end in c.terms()
-        )
+        terms = sorted((*term, c.identity) for c in self.candidates for term in c.terms())
         for (_, end, who), (start, _, other) in itertools.pairwise(terms):
             assert end <= start, f"terms of {who} and {other} overlap: {terms}"
 
-    async def _monitor(self) -> None:
+    async def _sample(self) -> None:
         while True:
-            for candidate in self.candidates:
-                candidate.record()
             leaders = [c.identity for c in self.leaders()]
             self.samples += 1
             if len(leaders) > 1:
                 self.overlaps.append((anyio.current_time(), leaders))
-            lease = self.lease()
-            if lease is not None:
-                rv = lease["metadata"]["resourceVersion"]
-                if not self.seen or self.seen[-1].resource_version != rv:
-                    self.seen.append(Seen(anyio.current_time(), dict(lease["spec"]), rv))
             await anyio.sleep(SAMPLE)
 
 
 @asynccontextmanager
 async def open_campaign(
-    lease: Callable[[], dict[str, Any] | None], connect: Callable[[AsyncExitStack], Any]
+    connect: Callable[[AsyncExitStack], Awaitable[LeaseApi]],
 ) -> AsyncIterator[Campaign]:
     async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
-        campaign = Campaign(lease, lambda: connect(stack), tg, stack)
-        tg.start_soon(campaign._monitor)
+        campaign = Campaign(lambda: connect(stack), tg)
+        tg.start_soon(campaign._sample)
         try:
             yield campaign
             campaign.assert_never_two_leaders()
@@ -212,21 +175,6 @@ async def open_campaign(
             tg.cancel_scope.cancel()
 
 
-def sim_leases(api: ApiClient) -> ApiLeases:
-    return ApiLeases(api, name=LEASE, namespace=NAMESPACE)
-
-
-@pytest.fixture
-def campaign(sim: Any, tmp_path: Path) -> Callable[[], Any]:
-    """``async with campaign() as c:`` — a campaign on the test's simulator, real HTTP."""
-    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-
-    async def connect(stack: AsyncExitStack) -> ApiLeases:
-        return sim_leases(await stack.enter_async_context(open_api_client(str(kubeconfig))))
-
-    return lambda: open_campaign(lambda: sim.store.get("leases", NAMESPACE, LEASE), connect)
-
-
 @pytest.fixture
 def server() -> LeaseServer:
     """The in-memory Lease of ``memory_campaign``."""
@@ -235,12 +183,19 @@ def server() -> LeaseServer:
 
 @pytest.fixture
 def memory_campaign(server: LeaseServer) -> Callable[[], Any]:
-    """``async with memory_campaign() as c:`` — a campaign on the in-memory Lease.
+    """``async with memory_campaign() as c:`` on the in-memory Lease; use with looptime."""
 
-    Use it with ``pytest.mark.looptime``: waits then cost no real time.
-    """
+    async def connect(_stack: AsyncExitStack) -> MemoryKube:
+        return MemoryKube(server)
 
-    async def connect(_stack: AsyncExitStack) -> MemoryLeases:
-        return server.client()
+    return lambda: open_campaign(connect)
 
-    return lambda: open_campaign(lambda: server.lease, connect)
+
+@pytest.fixture
+def campaign(sim: Simulator, kubeconfig: Path) -> Callable[[], Any]:
+    """``async with campaign() as c:`` on the test's simulator, over real HTTP."""
+
+    async def connect(stack: AsyncExitStack) -> LeaseApi:
+        return await stack.enter_async_context(open_kube(str(kubeconfig)))
+
+    return lambda: open_campaign(connect)

@@ -1,31 +1,43 @@
-"""An in-memory Lease server, for election-logic tests on fake loop time.
+"""An in-memory API server holding one Lease, at `Kube.request`'s boundary.
 
-It keeps one Lease under the API server's rules the elector depends on: every write
-gives a new resourceVersion, a replace carrying another one is ``409 Conflict``, a
-create of an existing Lease ``409 AlreadyExists``, a read of a missing one ``404``.
-Each candidate talks to it through its own `MemoryLeases`, whose faults a test sets:
-latency, HTTP errors, no connection at all, or a write applied whose answer never comes
-(what a real server does with a request whose client gave up).
+For election tests on fake loop time, where waiting out a lease costs nothing.
+`LeaseServer` keeps one Lease under the rules the elector depends on: every write gives
+a new resourceVersion, an update carrying another one is ``409 Conflict``, a create of
+an existing Lease ``409 AlreadyExists``, a read or update of a missing one ``404``. It
+also keeps every write with the loop time it was applied, which is when a standby could
+first have seen it.
+
+Each candidate talks to it through its own `MemoryKube`, whose ``request`` has
+`Kube.request`'s signature and fails as `Kube` does: with an `ApiError` of the answer's
+code, or of code 0 when the answer does not come within the request's ``timeout`` or
+there is no connection. A test sets its faults per verb. Refusals (401/403) and the
+permissions ledger are not modelled: those tests run against the simulator.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import anyio
-from kubernetes_asyncio.client.exceptions import ApiException
+from zombied.kube import ApiError, Request
 
-Op = Literal["get", "create", "replace"]
+_REASONS = {404: "NotFound", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}
 
 
-def _error(code: int, reason: str, message: str) -> ApiException:
-    exc = ApiException(status=code, reason=reason)
-    exc.body = json.dumps({"kind": "Status", "code": code, "reason": reason, "message": message})
-    return exc
+@dataclass(frozen=True)
+class Write:
+    """A Lease as stored by one successful write, and the loop time of the write."""
+
+    at: float
+    lease: dict[str, Any]
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return dict(self.lease["spec"])
 
 
 class LeaseServer:
@@ -35,26 +47,23 @@ class LeaseServer:
         self.name = name
         self.namespace = namespace
         self.lease: dict[str, Any] | None = None
+        self.writes: list[Write] = []
         self._versions = itertools.count(1)
 
-    def client(self) -> MemoryLeases:
-        """A connection of one candidate, with faults of its own."""
-        return MemoryLeases(self)
+    def spec(self) -> dict[str, Any]:
+        return dict(self.lease["spec"]) if self.lease is not None else {}
 
-    def apply(self, op: Op, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Serve one request; raise the ApiException the server would answer."""
-        if op == "get":
-            if self.lease is None:
-                raise _error(404, "NotFound", f'leases "{self.name}" not found')
+    def apply(self, request: Request, body: Any) -> Any:
+        """Serve one request; raise the `ApiError` the server's answer would make."""
+        if self.lease is None and request.verb != "create":
+            raise _error(request, 404, f'leases "{self.name}" not found')
+        if request.verb == "get":
             return copy.deepcopy(self.lease)
-        assert body is not None
-        if op == "create":
-            if self.lease is not None:
-                raise _error(409, "AlreadyExists", f'leases "{self.name}" already exists')
-        elif self.lease is None:
-            raise _error(404, "NotFound", f'leases "{self.name}" not found')
-        elif body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
-            raise _error(409, "Conflict", "the object has been modified")
+        if self.lease is not None and request.verb == "create":
+            raise _error(request, 409, f'leases "{self.name}" already exists', "AlreadyExists")
+        current = (self.lease or {}).get("metadata", {}).get("resourceVersion")
+        if request.verb == "update" and body["metadata"].get("resourceVersion") != current:
+            raise _error(request, 409, "the object has been modified; please apply your changes")
         return self.write(body)
 
     def write(self, lease: dict[str, Any]) -> dict[str, Any]:
@@ -67,51 +76,55 @@ class LeaseServer:
             "resourceVersion": str(next(self._versions)),
         }
         self.lease = stored
+        self.writes.append(Write(anyio.current_time(), copy.deepcopy(stored)))
         return copy.deepcopy(stored)
 
 
-@dataclass
-class MemoryLeases:
-    """The elector's `Leases` on a `LeaseServer`, with programmable faults."""
+@dataclass(eq=False)
+class MemoryKube:
+    """One candidate's connection to a `LeaseServer`, with faults of its own."""
 
     server: LeaseServer
-    #: Seconds each request of an op waits before it is served.
+    #: Seconds every request of a verb takes before it reaches the server.
     latency: dict[str, float] = field(default_factory=dict)
-    #: HTTP status every request of an op fails with.
+    #: The HTTP status every request of a verb fails with.
     errors: dict[str, int] = field(default_factory=dict)
-    #: Ops whose writes are applied but never answered.
+    #: Verbs whose writes are applied but never answered (the client times out).
     lost: set[str] = field(default_factory=set)
+    #: Verbs answered with JSON that is no object.
+    garbled: set[str] = field(default_factory=set)
     #: No connection: every request fails before reaching the server.
     partitioned: bool = False
-    #: (op, status) of every request served; 0 for no answer.
-    requests: list[tuple[str, int]] = field(default_factory=list)
-    #: The op of every request sent, answered or not yet.
-    sent: list[str] = field(default_factory=list)
+    #: (verb, body) of every request sent, answered or not.
+    sent: list[tuple[str, Any]] = field(default_factory=list)
 
-    @property
-    def name(self) -> str:
-        return self.server.name
-
-    @property
-    def namespace(self) -> str:
-        return self.server.namespace
-
-    async def request(self, op: Op, body: dict[str, Any] | None) -> dict[str, Any]:
-        self.sent.append(op)
+    async def request(
+        self,
+        request: Request,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        body: object = None,
+        timeout: float,  # noqa: ASYNC109 - the signature of Kube.request
+    ) -> Any:
+        self.sent.append((request.verb, copy.deepcopy(body)))
         if self.partitioned:
-            self.requests.append((op, 0))
-            raise ConnectionRefusedError("partitioned")
-        await anyio.sleep(self.latency.get(op, 0.0))
-        if op in self.errors:
-            self.requests.append((op, self.errors[op]))
-            raise _error(self.errors[op], "InternalError", "injected")
+            raise ApiError(request, 0, "ClientConnectorError", "Cannot connect to host")
         try:
-            answer = self.server.apply(op, body)
-        except ApiException as exc:
-            self.requests.append((op, int(exc.status)))
-            raise
-        if op in self.lost:
-            self.requests.append((op, 0))
-            await anyio.sleep_forever()
-        self.requests.append((op, 200))
-        return answer
+            with anyio.fail_after(timeout):
+                await anyio.sleep(self.latency.get(request.verb, 0.0))
+                if request.verb in self.errors:
+                    raise _error(request, self.errors[request.verb], "injected")
+                answer = self.server.apply(request, body)
+                if request.verb in self.lost:
+                    await anyio.sleep_forever()
+        except TimeoutError:
+            raise ApiError(request, 0, "TimeoutError", "") from None
+        return ["not", "a", "lease"] if request.verb in self.garbled else answer
+
+    def bodies(self, verb: str) -> list[Any]:
+        """The bodies of the requests of ``verb`` sent so far."""
+        return [body for sent, body in self.sent if sent == verb]
+
+
+def _error(request: Request, code: int, message: str, reason: str | None = None) -> ApiError:
+    return ApiError(request, code, reason or _REASONS.get(code, "Error"), message)

@@ -6,169 +6,109 @@ The election logic itself is tested on an in-memory Lease in ``test_election``.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from structlog.testing import capture_logs
-from zombied.kube import open_api_client
+from zombied.kube import open_kube
 
-from kubesim.rbac import PolicyRule
-from tests.leader.conftest import LEASE, NAMESPACE, sim_leases, wait_for
+from kubesim import PolicyRule, Simulator
+from tests.leader.conftest import LEASE, LONG, NAMESPACE, wait_for
 
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+SHIPPED_ROLE = Path(__file__).parents[2] / "manifests" / "base" / "leader-election-role.yaml"
 
 
-RELAXED = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 1.0}
+def spec(sim: Simulator) -> dict[str, Any]:
+    lease = sim.store.get("leases", NAMESPACE, LEASE)
+    return dict(lease["spec"]) if lease else {}
 
 
-def _lease_requests(sim: Any, verb: str) -> list[Any]:
-    return [r for r in sim.requests if r.resource == "leases" and r.verb == verb]
-
-
-def _competitor(holder: str, lease_transitions: int = 0) -> dict[str, Any]:
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": LEASE, "namespace": NAMESPACE},
-        "spec": {
-            "holderIdentity": holder,
-            "leaseDurationSeconds": 1,
-            "acquireTime": now,
-            "renewTime": now,
-            "leaseTransitions": lease_transitions,
-        },
-    }
-
-
-async def test_create_racing_another_candidate_loses_cleanly(campaign: Any, sim: Any) -> None:
-    # The create is held back long enough for a competitor to create the lease first.
-    sim.faults.add_latency(verb="create", resource="leases", seconds=0.4)
+async def test_a_stopped_leader_hands_the_lease_over_in_micro_times(
+    campaign: Any, sim: Simulator
+) -> None:
     with capture_logs() as logs:
         async with campaign() as c:
-            cand = await c.add("late", **RELAXED)
-            await wait_for(lambda: _lease_requests(sim, "get"), 2.0, "the 404 read")
-            sim.store.create("leases", _competitor("early"))
-            await wait_for(lambda: _lease_requests(sim, "create"), 2.0, "the create")
-            assert [r.status for r in _lease_requests(sim, "create")] == [409]
-            assert not cand.leading
-            # The competitor never renews: its lease expires and the candidate takes over.
-            await c.wait_leader(within=5.0)
-            assert c.spec()["holderIdentity"] == "late"
-            assert c.spec()["leaseTransitions"] == 1
-    assert [e["op"] for e in logs if e["event"] == "leader.conflict"] == ["create"]
-    assert not [e for e in logs if e["log_level"] in ("error", "critical")]
-
-
-async def test_update_with_a_stale_resource_version_loses_cleanly(campaign: Any, sim: Any) -> None:
-    sim.store.create("leases", _competitor(""))  # released: free for the taking
-    sim.faults.add_latency(verb="update", resource="leases", seconds=0.4)
-    with capture_logs() as logs:
-        async with campaign() as c:
-            cand = await c.add("late", **RELAXED)
-            await wait_for(lambda: _lease_requests(sim, "get"), 2.0, "the read")
-            # Someone else takes the lease while our write (with the old version) waits.
-            lease = c.lease()
-            assert lease is not None
-            lease["spec"] = _competitor("early", lease_transitions=1)["spec"]
-            sim.store.update("leases", lease)
-            await wait_for(lambda: _lease_requests(sim, "update"), 2.0, "the update")
-            assert [r.status for r in _lease_requests(sim, "update")] == [409]
-            assert not cand.leading
-            assert c.spec()["holderIdentity"] == "early"
-            await c.wait_leader(within=6.0)
-            assert c.spec()["holderIdentity"] == "late"
-            assert c.spec()["leaseTransitions"] == 2
-    assert [e["op"] for e in logs if e["event"] == "leader.conflict"] == ["update"]
-    assert not [e for e in logs if e["log_level"] in ("error", "critical")]
-
-
-async def test_timestamps_are_microsecond_rfc3339_utc(campaign: Any) -> None:
-    async with campaign() as c:
-        await c.add("a")
-        await c.wait_leader()
-        await c.wait_renewals(2)
-        spec = c.spec()
-    for key in ("acquireTime", "renewTime"):
-        assert MICRO_TIME.match(spec[key]), spec[key]
-    acquired = datetime.strptime(spec["acquireTime"], "%Y-%m-%dT%H:%M:%S.%f%z")
-    renewed = datetime.strptime(spec["renewTime"], "%Y-%m-%dT%H:%M:%S.%f%z")
-    assert acquired.tzinfo == UTC
-    assert acquired < renewed
-
-
-async def test_cancelled_leader_releases_and_a_standby_takes_over(campaign: Any) -> None:
-    # A long lease: only the release can explain a takeover within the wait below.
-    slow = {"lease_duration": 30.0, "renew_deadline": 20.0, "retry_period": 0.2}
-    with capture_logs() as logs:
-        async with campaign() as c:
-            for name in ("a", "b", "c"):
-                await c.add(name, **slow)
+            for name in ("a", "b"):
+                await c.add(name, **LONG)
             first = await c.wait_leader()
-            first.stop()
-            await wait_for(first.stopped.is_set, 2.0, "leader task to end")
-            assert not first.leading
-            assert first.changes[-1][1] is False
-
-            second = await c.wait_leader(within=3.0)
-            assert second is not first
-            spec = c.spec()
-            assert spec["holderIdentity"] == second.identity
-            assert spec["leaseTransitions"] == 1
-
-    released = [s.spec for s in c.seen if not s.spec.get("holderIdentity")]
-    assert released, "the released record (empty holder) was never written"
-    assert released[0]["leaseDurationSeconds"] == 1
-    releases = [e["identity"] for e in logs if e["event"] == "leader.released"]
-    assert releases[0] == first.identity
-    # The standby found the lease free; it did not wait for it to expire.
-    acquired = [e for e in logs if e["event"] == "leader.acquired"]
-    assert acquired[-1]["identity"] == second.identity
-
-
-async def test_forbidden_names_the_missing_rule_once(
-    campaign: Any, sim: Any, tmp_path: Path
-) -> None:
-    token = sim.add_token("nobody", [PolicyRule(["coordination.k8s.io"], ["leases"], ["get"])])
-    kubeconfig = sim.write_kubeconfig(tmp_path / "restricted", token=token)
-    with capture_logs() as logs:
-        async with campaign() as c:
-            api = await c.stack.enter_async_context(open_api_client(str(kubeconfig)))
-            cand = c.add_with("nobody", sim_leases(api))
-            await wait_for(
-                lambda: sum(1 for r in sim.requests if r.user == "nobody" and r.status == 403) >= 4,
-                5.0,
-                "repeated attempts",
+            acquired = spec(sim)
+            await wait_for(lambda: spec(sim)["renewTime"] != acquired["renewTime"], 2.0, "renewal")
+            renewed = spec(sim)
+            assert MICRO_TIME.match(renewed["acquireTime"])
+            assert MICRO_TIME.match(renewed["renewTime"])
+            assert datetime.fromisoformat(renewed["acquireTime"]) < datetime.fromisoformat(
+                renewed["renewTime"]
             )
-            assert not cand.leading
-    forbidden = [e for e in logs if e["event"] == "leader.forbidden"]
-    assert [e["log_level"] for e in forbidden].count("error") == 1
-    # It may read the Lease (none exists yet) but not create it: the rule names the verb.
-    assert forbidden[0]["missing_rule"] == (
-        f"create leases in API group coordination.k8s.io in namespace {NAMESPACE}"
-    )
+            await c.stop(first)
+            # Long before the 30 s lease could expire: the release explains the takeover.
+            second = await c.wait_leader(within=3.0, other_than=first)
+            assert spec(sim)["holderIdentity"] == second.identity
+            assert spec(sim)["leaseTransitions"] == 1
+    released = [e["identity"] for e in logs if e["event"] == "leader.released"]
+    assert released == [first.identity, second.identity]
 
 
-async def test_the_shipped_role_grants_everything_the_elector_does(
-    campaign: Any, sim: Any, tmp_path: Path
+@pytest.mark.parametrize(("write", "won"), [("create", 201), ("update", 200)])
+async def test_of_two_candidates_racing_one_write_exactly_one_wins(
+    campaign: Any, sim: Simulator, write: str, won: int
 ) -> None:
-    shipped = Path(__file__).parents[2] / "manifests" / "base" / "leader-election-role.yaml"
-    docs = [d for d in yaml.safe_load_all(shipped.read_text()) if d and d["kind"] == "Role"]
-    for doc in docs:
-        doc["metadata"]["namespace"] = NAMESPACE  # what kustomize's namespace: does
-    role = tmp_path / "role.yaml"
-    role.write_text(yaml.safe_dump_all(docs))
-    token = sim.add_rbac_file(role, user="elector")
-    kubeconfig = sim.write_kubeconfig(tmp_path / "elector", token=token)
+    if write == "update":  # a released lease: taken over with an update
+        sim.store.create(
+            "leases",
+            {"metadata": {"name": LEASE, "namespace": NAMESPACE}, "spec": {"holderIdentity": ""}},
+        )
+    # Both candidates read the lease before either write reaches it.
+    sim.faults.add_latency(verb=write, resource="leases", seconds=0.3)
     with capture_logs() as logs:
         async with campaign() as c:
-            api = await c.stack.enter_async_context(open_api_client(str(kubeconfig)))
-            cand = c.add_with("elector", sim_leases(api))
+            a = await c.add("a", **LONG)
+            b = await c.add("b", **LONG)
+            leader = await c.wait_leader()
+            await wait_for(lambda: len(sim.requests.filter(write, "leases")) >= 2, 2.0, "writes")
+            first_two = [r.status for r in sim.requests.filter(write, "leases")[:2]]
+            assert sorted(first_two) == [won, 409]
+            loser = b if leader is a else a
+            assert loser.changes == []
+    conflicts = [(e["identity"], e["verb"]) for e in logs if e["event"] == "leader.conflict"]
+    assert conflicts == [(loser.identity, write)]
+    assert not [e for e in logs if e["log_level"] in ("warning", "error", "critical")]
+
+
+async def test_a_refused_write_is_reported_through_the_ledger_and_retried(
+    campaign: Any, sim: Simulator, tmp_path: Path
+) -> None:
+    token = sim.add_token("elector", [PolicyRule(["coordination.k8s.io"], ["leases"], ["get"])])
+    kubeconfig = sim.write_kubeconfig(tmp_path / "elector", token=token)
+    refused = lambda: sim.requests.filter("create", "leases", 403)  # noqa: E731
+    with capture_logs() as logs:
+        async with open_kube(str(kubeconfig)) as kube, campaign() as c:
+            cand = await c.add("elector", kube)
+            await wait_for(lambda: len(refused()) >= 3, 5.0, "refused creates, retried")
+            assert cand.changes == []
+            assert kube.permissions.problems() == [
+                "forbidden, missing RBAC rule: create leases in API group "
+                f"coordination.k8s.io in namespace {NAMESPACE}"
+            ]
+            # Granting the shipped Role is all it takes: the next retry takes the lease.
+            docs = [d for d in yaml.safe_load_all(SHIPPED_ROLE.read_text()) if d["kind"] == "Role"]
+            for doc in docs:
+                doc["metadata"]["namespace"] = NAMESPACE  # what kustomize's namespace: does
+            role = tmp_path / "role.yaml"
+            role.write_text(yaml.safe_dump_all(docs))
+            sim.add_rbac_file(role, user="elector")
             await c.wait_leader()
-            await c.wait_renewals(2)
-            cand.stop()
-            await wait_for(lambda: not c.spec().get("holderIdentity"), 2.0, "released lease")
-    assert not [e for e in logs if e["event"] in ("leader.forbidden", "leader.error")]
-    assert {r.status for r in sim.requests if r.user == "elector"} <= {200, 201, 404}
+            assert kube.permissions.problems() == []
+            renewals = len(sim.requests.filter("update", "leases", 200))
+            await wait_for(
+                lambda: len(sim.requests.filter("update", "leases", 200)) > renewals, 2.0, "renewal"
+            )
+    assert spec(sim)["holderIdentity"] == ""  # released on the way out, as the Role allows
+    events = [e["event"] for e in logs]
+    assert events.count("api.forbidden") == 1
+    assert events.count("api.permitted") == 1
+    assert not [e for e in logs if e["event"] == "leader.error"]
+    assert {r.status for r in sim.requests if r.user == "elector"} <= {200, 201, 403, 404}

@@ -15,18 +15,16 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import pytest
 from anyio.abc import Process
 
-from kubesim.rbac import PolicyRule
-from kubesim.status import ApiError
+from kubesim import PolicyRule, Simulator
 from tests.daemon.pods import zombie
 from tests.helpers import eventually, stop_processes
 
@@ -66,7 +64,6 @@ class Replica:
     name: str
     process: Process
     log_path: Path
-    log_file: IO[bytes]
 
     def events(self, event: str) -> list[dict[str, Any]]:
         found = []
@@ -79,67 +76,51 @@ class Replica:
                 found.append(record)
         return found
 
-    @property
-    def running(self) -> bool:
-        return self.process.returncode is None
-
 
 class Replicas:
-    def __init__(self, sim: Any, tmp_path: Path, stack: AsyncExitStack) -> None:
+    def __init__(self, sim: Simulator, tmp_path: Path, stack: ExitStack) -> None:
         self.sim = sim
         self.tmp_path = tmp_path
         self.stack = stack
         self.all: list[Replica] = []
 
-    async def start(
-        self,
-        name: str,
-        *,
-        rules: list[PolicyRule] | None = None,
-        extra: list[str] | None = None,
-    ) -> Replica:
-        """Start a replica with its own token; ``extra`` options override the defaults."""
-        token = self.sim.add_token(name, rules or [PolicyRule(["*"], ["*"], ["*"])])
+    async def start(self, name: str) -> Replica:
+        """Start a replica with a token of its own."""
+        token = self.sim.add_token(name, [PolicyRule(["*"], ["*"], ["*"])])
         kubeconfig = self.sim.write_kubeconfig(self.tmp_path / f"{name}.kubeconfig", token=token)
         log_path = self.tmp_path / f"{name}.log"
-        log_file = log_path.open("wb")
-        self.stack.callback(log_file.close)
+        log_file = self.stack.enter_context(log_path.open("wb"))
         process = await anyio.open_process(
-            [*replica_args(kubeconfig), *(extra or [])],
+            replica_args(kubeconfig),
             stdout=log_file,
             stderr=log_file,
             env={**os.environ, "POD_NAME": name},
         )
-        replica = Replica(name, process, log_path, log_file)
-        self.all.append(replica)
-        return replica
+        self.all.append(Replica(name, process, log_path))
+        return self.all[-1]
 
     def holder(self) -> Replica | None:
+        """The running replica the Lease names, if any."""
         lease = self.sim.store.get("leases", NAMESPACE, "zombied")
         holder = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
         for replica in self.all:
-            if replica.running and holder.startswith(f"{replica.name}-"):
+            running = replica.process.returncode is None
+            if running and holder.startswith(f"{replica.name}-"):
                 return replica
         return None
 
-    def standbys(self) -> list[Replica]:
-        return [r for r in self.all if r.running and r is not self.holder()]
 
-    async def stop_all(self) -> None:
-        await stop_processes(replica.process for replica in self.all)
-
-
-@asynccontextmanager
-async def open_replicas(sim: Any, tmp_path: Path) -> AsyncIterator[Replicas]:
-    async with AsyncExitStack() as stack:
-        replicas = Replicas(sim, tmp_path, stack)
+@pytest.fixture
+async def replicas(sim: Simulator, tmp_path: Path) -> AsyncIterator[Replicas]:
+    with ExitStack() as stack:
+        started = Replicas(sim, tmp_path, stack)
         try:
-            yield replicas
+            yield started
         finally:
-            await replicas.stop_all()
+            await stop_processes(replica.process for replica in started.all)
 
 
-def add_zombies(sim: Any, prefix: str, count: int) -> set[str]:
+def add_zombies(sim: Simulator, prefix: str, count: int) -> set[str]:
     uids = set()
     for index in range(count):
         created = sim.store.create("pods", zombie(f"{prefix}-{index}", NAMESPACE))
@@ -147,7 +128,7 @@ def add_zombies(sim: Any, prefix: str, count: int) -> set[str]:
     return uids
 
 
-def reaped(sim: Any) -> dict[str, list[Any]]:
+def reaped(sim: Simulator) -> dict[str, list[Any]]:
     by_uid: dict[str, list[Any]] = {}
     for record in sim.deleted:
         if not record.dry_run:
@@ -155,7 +136,7 @@ def reaped(sim: Any) -> dict[str, list[Any]]:
     return by_uid
 
 
-def pod_deletes_by(sim: Any) -> dict[str, int]:
+def pod_deletes_by(sim: Simulator) -> dict[str, int]:
     users: dict[str, int] = {}
     for request in sim.requests:
         if request.resource == "pods" and request.verb == "delete":
@@ -163,149 +144,58 @@ def pod_deletes_by(sim: Any) -> dict[str, int]:
     return users
 
 
-async def test_one_deleter_through_kill_and_term(sim: Any, tmp_path: Path) -> None:
-    async with open_replicas(sim, tmp_path) as replicas:
-        for index in range(3):
-            await replicas.start(f"replica-{index}")
-        first = await eventually(replicas.holder, timeout=30, message="a first leader")
-        assert isinstance(first, Replica)
-        # Standbys keep their caches warm: each must be up before we time the takeover.
-        await eventually(
-            lambda: all(r.events("daemon.started") for r in replicas.all),
-            timeout=30,
-            message="every replica started",
-        )
+async def test_one_deleter_through_kill_and_term(sim: Simulator, replicas: Replicas) -> None:
+    for index in range(3):
+        await replicas.start(f"replica-{index}")
+    first = await eventually(replicas.holder, timeout=30, message="a first leader")
+    assert isinstance(first, Replica)
+    # Standbys keep their caches warm: each must be up before we time the takeover.
+    await eventually(
+        lambda: all(r.events("daemon.started") for r in replicas.all),
+        timeout=30,
+        message="every replica started",
+    )
 
-        batch = add_zombies(sim, "first", 10)
-        await eventually(lambda: batch <= reaped(sim).keys(), timeout=10, message="first batch")
-        assert pod_deletes_by(sim) == {first.name: len(batch)}
+    batch = add_zombies(sim, "first", 10)
+    await eventually(lambda: batch <= reaped(sim).keys(), timeout=10, message="first batch")
+    assert pod_deletes_by(sim) == {first.name: len(batch)}
 
-        # SIGKILL: no release; a standby takes over once the lease has expired for it.
-        killed_at = time.time()
-        first.process.kill()
-        await first.process.wait()
-        batch2 = add_zombies(sim, "second", 10)
-        bound = LEASE_DURATION + 2.2 * RETRY_PERIOD + SLACK
-        await eventually(
-            lambda: batch2 <= reaped(sim).keys(), timeout=bound + 5, message="second batch"
-        )
-        second = replicas.holder()
-        assert second is not None
-        assert second is not first
-        latest = max(r.time for uid in batch2 for r in reaped(sim)[uid])
-        assert latest - killed_at <= bound
+    # SIGKILL: no release; a standby takes over once the lease has expired for it.
+    killed_at = time.time()
+    first.process.kill()
+    await first.process.wait()
+    batch2 = add_zombies(sim, "second", 10)
+    bound = LEASE_DURATION + 2.2 * RETRY_PERIOD + SLACK
+    await eventually(
+        lambda: batch2 <= reaped(sim).keys(), timeout=bound + 5, message="second batch"
+    )
+    second = replicas.holder()
+    assert second is not None
+    assert second is not first
+    latest = max(r.time for uid in batch2 for r in reaped(sim)[uid])
+    assert latest - killed_at <= bound
 
-        # SIGTERM: the leader drains, releases, and a standby takes over at its next retry.
-        termed_at = time.time()
-        second.process.send_signal(signal.SIGTERM)
-        await eventually(
-            lambda: (h := replicas.holder()) is not None and h is not second,
-            timeout=LEASE_DURATION,
-            message="handover after SIGTERM",
-        )
-        handover = time.time() - termed_at
-        assert handover < LEASE_DURATION  # the release, not the expiry, explains it
-        with anyio.fail_after(10):
-            assert await second.process.wait() == 0
-        third = replicas.holder()
-        assert third is not None
-        batch3 = add_zombies(sim, "third", 5)
-        await eventually(lambda: batch3 <= reaped(sim).keys(), timeout=10, message="third batch")
+    # SIGTERM: the leader drains, releases, and a standby takes over at its next retry.
+    termed_at = time.time()
+    second.process.send_signal(signal.SIGTERM)
+    await eventually(
+        lambda: (h := replicas.holder()) is not None and h is not second,
+        timeout=LEASE_DURATION,
+        message="handover after SIGTERM",
+    )
+    handover = time.time() - termed_at
+    assert handover < LEASE_DURATION  # the release, not the expiry, explains it
+    with anyio.fail_after(10):
+        assert await second.process.wait() == 0
+    third = replicas.holder()
+    assert third is not None
+    batch3 = add_zombies(sim, "third", 5)
+    await eventually(lambda: batch3 <= reaped(sim).keys(), timeout=10, message="third batch")
 
-        # Every zombie reaped exactly once, each by the leader of its time.
-        assert all(len(records) == 1 for records in reaped(sim).values())
-        users = pod_deletes_by(sim)
-        assert set(users) <= {first.name, second.name, third.name}
-        assert sum(users.values()) == len(batch) + len(batch2) + len(batch3)
-        assert second.events("leader.released")
-        assert not first.events("leader.released")
-
-
-@pytest.mark.parametrize(
-    ("durations", "option"),
-    [
-        (["--lease-duration=2", "--renew-deadline=3"], "--lease-duration"),
-        (["--lease-duration=15", "--renew-deadline=2", "--retry-period=2"], "--renew-deadline"),
-    ],
-)
-async def test_inconsistent_lease_settings_exit_2(
-    sim: Any, tmp_path: Path, durations: list[str], option: str
-) -> None:
-    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-    args = [
-        a for a in replica_args(kubeconfig) if not a.startswith(("--lease-d", "--renew", "--retry"))
-    ]
-    result = await anyio.run_process([*args, *durations], check=False)
-    assert result.returncode == 2
-    lines = result.stderr.decode().strip().splitlines()
-    assert len(lines) == 1
-    assert option in lines[0] or "--renew-deadline" in lines[0]
-
-
-def land_late(sim: Any, holder: str, duration: int) -> bool:
-    """What a real API server may do with a write whose client gave up: apply it anyway.
-
-    The simulator drops a request whose client left; the test applies it in its place.
-    False when the lease exists already, as the server's late create would have found.
-    """
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    record = {
-        "holderIdentity": holder,
-        "leaseDurationSeconds": duration,
-        "acquireTime": now,
-        "renewTime": now,
-        "leaseTransitions": 0,
-    }
-    lease = {"metadata": {"name": "zombied", "namespace": NAMESPACE}, "spec": record}
-    try:
-        sim.store.create("leases", lease)
-    except ApiError as exc:
-        if exc.code != 409:
-            raise
-        return False
-    return True
-
-
-async def test_sigterm_during_an_unanswered_lease_create_releases_it(
-    sim: Any, tmp_path: Path
-) -> None:
-    # The leader-to-be gives up on its create after 0.8 s (the request timeout of a 1 s
-    # retry period); the server applies it anyway, late. Shut down meanwhile, the
-    # replica must still leave the lease free: else the standby waits out the 10 s lease.
-    timing = ["--lease-duration=10", "--renew-deadline=2"]
-    async with open_replicas(sim, tmp_path) as replicas:
-        # The standby may read and take over a lease but not create one, so that the
-        # slow create below is the other replica's.
-        standby = await replicas.start(
-            "standby",
-            rules=[
-                PolicyRule([""], ["*"], ["*"]),
-                PolicyRule(["coordination.k8s.io"], ["leases"], ["get", "update"]),
-            ],
-            extra=[*timing, f"--retry-period={RETRY_PERIOD}"],
-        )
-        await eventually(lambda: standby.events("daemon.started"), timeout=30)
-        slow = sim.faults.add_latency(verb="create", resource="leases", seconds=5.0)
-        leader = await replicas.start("leader", extra=[*timing, "--retry-period=1"])
-        await eventually(lambda: slow.fired, timeout=30, message="the slow lease create")
-        sim.faults.remove(slow)
-        started = await eventually(lambda: leader.events("daemon.started"), timeout=30)
-        assert isinstance(started, list)
-        termed_at = time.monotonic()
-        leader.process.send_signal(signal.SIGTERM)
-
-        # The client gives up on the create; the server applies it all the same.
-        await eventually(
-            lambda: sim.requests.filter("create", "leases", 499),
-            timeout=3.0,
-            message="the leader giving up on its create",
-        )
-        land_late(sim, started[0]["identity"], duration=10)
-
-        await eventually(
-            lambda: replicas.holder() is standby, timeout=3.0, message="standby takeover"
-        )
-        assert time.monotonic() - termed_at <= 3.0
-        with anyio.fail_after(10):
-            assert await leader.process.wait() == 0
-        assert leader.events("leader.released")
+    # Every zombie reaped exactly once, each by the leader of its time.
+    assert all(len(records) == 1 for records in reaped(sim).values())
+    users = pod_deletes_by(sim)
+    assert set(users) <= {first.name, second.name, third.name}
+    assert sum(users.values()) == len(batch) + len(batch2) + len(batch3)
+    assert second.events("leader.released")
+    assert not first.events("leader.released")

@@ -7,8 +7,9 @@ import socket
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, Configuration
-from zombied.leader import ApiLeases, LeaseElector, default_identity, micro_time
+from zombied.leader import LeaseElector, default_identity, micro_time
+
+from tests.leader.memory import LeaseServer, MemoryKube
 
 
 def test_identity_uses_pod_name_and_a_random_suffix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,20 +44,14 @@ def test_micro_time_is_rfc3339_utc_with_microseconds(moment: datetime, text: str
     ("lease", "deadline", "retry"),
     [(1.0, 2.0, 0.2), (2.0, 2.0, 0.2), (2.0, 1.0, 1.0), (2.0, 1.0, 0.0)],
 )
-async def test_rejects_inconsistent_durations(lease: float, deadline: float, retry: float) -> None:
-    async with ApiClient(Configuration(host="http://127.0.0.1:9")) as api:
-        with pytest.raises(ValueError, match="lease_duration > renew_deadline > retry_period"):
-            LeaseElector(
-                ApiLeases(api, name="zombied", namespace="default"),
-                identity="x",
-                lease_duration=lease,
-                renew_deadline=deadline,
-                retry_period=retry,
-            )
-
-
-async def test_not_leader_before_running() -> None:
-    async with ApiClient(Configuration(host="http://127.0.0.1:9")) as api:
-        elector = LeaseElector(ApiLeases(api, name="zombied", namespace="default"), identity="x")
-        assert not elector.leadership.leading
-        assert elector.holder == ""
+def test_rejects_inconsistent_durations(lease: float, deadline: float, retry: float) -> None:
+    with pytest.raises(ValueError, match="lease_duration > renew_deadline > retry_period"):
+        LeaseElector(
+            MemoryKube(LeaseServer()),
+            name="zombied",
+            namespace="default",
+            identity="x",
+            lease_duration=lease,
+            renew_deadline=deadline,
+            retry_period=retry,
+        )

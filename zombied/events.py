@@ -2,27 +2,20 @@
 
 An Event is the audit trail of a reap that ``kubectl get events`` shows, and only
 that: it must never slow a delete down. So `EventRecorder.record` only appends to a
-bounded queue and returns; one sender task writes the queue out through its own
-token bucket (`EVENT_QPS`, `EVENT_BURST`, adaptive like the deletes': 429s and 5xx
-on Events, and on deletes too, slow the Events down) and never with more than one
-request in flight. When the
-queue is full (a storm larger than the budget can carry) the newest Event is dropped
-and counted in ``zombied_events_dropped_total``; the log line ``pod.reaped`` and the
-metrics still record every reap. At shutdown the recorder writes what it can within
-``flush_timeout`` and counts the rest as dropped.
+bounded queue and returns; one sender task writes the queue out, one request at a
+time, through its own token bucket (`EVENT_QPS`, `EVENT_BURST`), which pushback on
+Events or on deletes slows down. When the queue is full (a storm larger than the
+budget can carry) the newest Event is dropped and counted; the ``pod.reaped`` log
+line and the metrics still record every reap. The daemon's drain writes what is
+queued within its timeout, and what is left counts as dropped.
 
-What it takes from client-go's event recorder: the bounded queue that drops instead
-of blocking (client-go's broadcaster queues 1,000 and drops when full), a budget of
-its own, and at most one Event per object (client-go's spam filter keys on the
-involved object; a reaped pod is reaped once, so a second Event for the same uid
-still queued is a duplicate and skipped). What it leaves out: the aggregator and the
-correlator's ``count`` series. Both key on the involved object's name and uid, and
-every reap is of a different pod, so they would never fire; aggregating across pods
-instead ("deleted 110 pods on node X") would hide which pods were deleted, which is
-what the Event is for.
-
-It never deletes, never blocks the caller of `record`, and builds an Event's body
-only when it sends it (a dropped Event costs no serialisation).
+From client-go's event recorder it takes the bounded queue that drops instead of
+blocking (1,000, as client-go's broadcaster), a budget of its own and at most one Event
+per object. It leaves out the aggregator and the correlator: they key on the involved
+object, and every reap is of a different pod, so they would never fire; aggregating
+across pods instead ("deleted 110 pods on node X") would hide which pods were deleted,
+which is what the Event is for. It never deletes and never blocks the caller of
+`record`.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ import anyio
 import kubernetes_asyncio
 import msgspec
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
 
 from zombied import __version__
@@ -404,7 +405,7 @@ async def _run_exec_plugin(loader: Any) -> str | None:
     vars(loader).pop("exec_plugin_expiry", None)
     try:
         await loader.load_from_exec_plugin()
-    except Exception as exc:  # noqa: BLE001 - any plugin failure: keep the old token
+    except (ConfigException, OSError) as exc:  # the plugin failed: keep the old token
         log.warning("api.exec_plugin_failed", error=" ".join(str(exc).split())[:300])
     token = getattr(loader, "token", None)
     return token if isinstance(token, str) else None

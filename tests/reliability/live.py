@@ -84,8 +84,14 @@ async def running(rules: RuleSet, *, seed: int = 0, pods: int = 12) -> AsyncIter
 async def settle(live: Live, timeout: float = LIVENESS_BOUND) -> None:  # noqa: ASYNC109
     """Stop every fault and wait until invariants (3) and (4) hold."""
     live.sim.faults.clear()
+
+    def settled() -> bool:
+        stuck = live.stuck()
+        assert not stuck, stuck  # what was still stuck, in the timeout's message
+        return True
+
     await eventually(
-        lambda: not live.stuck(),
+        settled,
         timeout=timeout,
         interval=0.02,
         message="zombied to delete every due zombie and forget every gone pod",

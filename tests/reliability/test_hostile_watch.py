@@ -1,11 +1,13 @@
 """A hostile API server's watch stream: every bad line is a logged skip, never a dead watch.
 
 The simulator never sends such lines, so a tiny aiohttp server here serves a
-hand-written LIST and WATCH to the real `Watcher` over the real kubernetes_asyncio
-client: malformed JSON, unknown event types, objects without metadata or status,
-wrong types, a 1 MiB annotation, invalid UTF-8, and ERROR events carrying Status
-objects with unexpected codes. After every hostile line comes a valid zombie; all of
-them must reach the cache and the queue.
+hand-written LIST and WATCH to the real `Watcher` over the real `Kube` client:
+malformed JSON, unknown event types, objects without metadata or status, wrong types,
+a 1 MiB annotation, invalid UTF-8, ERROR events carrying Status objects with unexpected
+codes, and a stream that goes silent without ending. After every hostile line comes a
+valid zombie; all of them must reach the cache and the queue. A line longer than the
+client's read buffer comes from the simulator, which replays history as a real server
+does, so only a watch that really gets past the line passes.
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 import yaml
 from aiohttp import web
 from structlog.testing import capture_logs
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
-from zombied.kube import open_api_client
+from zombied.kube import open_kube
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
 from zombied.watch import Scope, Watcher
 
+from kubesim import Simulator
 from tests.helpers import eventually
 
 RULES = RuleSet((Rule("node-shutdown", 0.0),))
@@ -70,85 +74,89 @@ def status(code: object, reason: str = "Weird") -> dict[str, Any]:
     }
 
 
-# (line, logged as a skip?) in the order the first stream sends them.
-HOSTILE: list[tuple[bytes, bool]] = [
-    (b"{not json", True),
-    (b"\xff\xfe\x00garbage", True),
-    (b"[]", True),
-    (b"null", True),
-    (b'"just a string"', True),
-    (event("EXPLODED", zombie("unknown-type", 1)), True),
-    (json.dumps({"type": 42, "object": {}}).encode(), True),
-    (json.dumps({"object": zombie("no-type", 1)}).encode(), True),
-    (json.dumps({"type": "ADDED"}).encode(), True),
-    (event("ADDED", "not an object"), True),
-    (event("ADDED", {"kind": "Pod"}), True),  # no metadata
-    (event("ADDED", {"metadata": "x", "status": {"phase": "Failed"}}), True),
-    (event("MODIFIED", {"metadata": {"name": 7, "namespace": "team-a", "uid": "u"}}), True),
-    (event("MODIFIED", {"metadata": {"name": "a/../b", "namespace": "team-a", "uid": "u"}}), True),
-    (event("ADDED", {"metadata": {"name": "no-uid", "namespace": "team-a"}}), True),
-    (event("DELETED", {}), True),
-    (event("DELETED", {"metadata": ["x"]}), True),
-    (event("BOOKMARK", {"metadata": {}}), True),
-    (event("BOOKMARK", {"metadata": {"resourceVersion": 12}}), True),
+# In the order the first stream sends them; each must be logged as one skip.
+HOSTILE: list[bytes] = [
+    b"{not json",
+    b"\xff\xfe\x00garbage",
+    b"[]",
+    b"null",
+    b'"just a string"',
+    event("EXPLODED", zombie("unknown-type", 1)),
+    json.dumps({"type": 42, "object": {}}).encode(),
+    json.dumps({"object": zombie("no-type", 1)}).encode(),
+    json.dumps({"type": "ADDED"}).encode(),
+    event("ADDED", "not an object"),
+    event("ADDED", {"kind": "Pod"}),  # no metadata
+    event("ADDED", {"metadata": "x", "status": {"phase": "Failed"}}),
+    event("MODIFIED", {"metadata": {"name": 7, "namespace": "team-a", "uid": "u"}}),
+    event("MODIFIED", {"metadata": {"name": "a/../b", "namespace": "team-a", "uid": "u"}}),
+    event("ADDED", {"metadata": {"name": "no-uid", "namespace": "team-a"}}),
+    event("DELETED", {}),
+    event("DELETED", {"metadata": ["x"]}),
+    event("BOOKMARK", {"metadata": {}}),
+    event("BOOKMARK", {"metadata": {"resourceVersion": 12}}),
     # Parsed, but with nothing that makes a zombie (no status at all, wrong types inside):
     # not terminal, so skipped with a line that names the pod.
-    (
-        event("ADDED", {"metadata": {"name": "no-status", "namespace": "team-a", "uid": "u1"}}),
-        True,
-    ),
-    (
-        event(
-            "ADDED",
-            {
-                "metadata": {"name": "bad-types", "namespace": "team-a", "uid": "u2", "labels": 5},
-                "spec": [],
-                "status": {
-                    "phase": ["Failed"],
-                    "reason": {"x": 1},
-                    "conditions": "DisruptionTarget",
-                    "containerStatuses": [{"state": {"terminated": {"finishedAt": 3}}}, None],
-                },
+    event("ADDED", {"metadata": {"name": "no-status", "namespace": "team-a", "uid": "u1"}}),
+    event(
+        "ADDED",
+        {
+            "metadata": {"name": "bad-types", "namespace": "team-a", "uid": "u2", "labels": 5},
+            "spec": [],
+            "status": {
+                "phase": ["Failed"],
+                "reason": {"x": 1},
+                "conditions": "DisruptionTarget",
+                "containerStatuses": [{"state": {"terminated": {"finishedAt": 3}}}, None],
             },
-        ),
-        True,
+        },
     ),
 ]
-HUGE = zombie("huge-annotation", 150, annotations={"blob": "x" * (1024 * 1024)})
+#: A stream that sends nothing more and never ends: only the inactivity guard cuts it.
+SILENCE = b""
 
 
 @dataclass
 class Script:
-    """What the stub server sends on each WATCH request, in order."""
+    """What the stub server sends on each WATCH request, in order.
 
-    streams: list[list[bytes]]
-    listed: list[dict[str, Any]] = field(default_factory=list)
+    A line is raw bytes, or a pod: sent as ADDED and listed by every later LIST, as a
+    real server would.
+    """
+
+    streams: list[list[bytes | dict[str, Any]]]
+    listed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resource_version: str = "100"
     watches: list[str] = field(default_factory=list)
     lists: int = 0
-    done: anyio.Event = field(default_factory=anyio.Event)
 
 
 def build_script() -> tuple[Script, list[str]]:
-    first: list[bytes] = []
-    good: list[str] = []
-    rv = 100
-    for i, (line, _) in enumerate(HOSTILE):
-        first.append(line)
-        rv += 1
-        good.append(f"good-{i}")
-        first.append(event("ADDED", zombie(f"good-{i}", rv)))
-    first.append(event("ADDED", HUGE))
-    good.append("huge-annotation")
-    first.append(event("ERROR", status(500, "InternalError")))
+    first: list[bytes | dict[str, Any]] = []
+    for i, line in enumerate(HOSTILE):
+        first += [line, zombie(f"good-{i}", 101 + i)]
+    first += [
+        zombie("huge-annotation", 150, annotations={"blob": "x" * (1024 * 1024)}),
+        event("ERROR", status(500, "InternalError")),  # resume from 150
+    ]
     streams = [
         first,
-        # A Status with a code of the wrong type, then one with a code nobody expects.
-        [event("ADDED", zombie("after-500", 200)), event("ERROR", status("teapot"))],
-        [event("ADDED", zombie("after-teapot", 201)), event("ERROR", status(418))],
-        [event("ADDED", zombie("after-418", 202)), event("ERROR", {"kind": "NotAStatus"})],
-        [event("ADDED", zombie("after-not-a-status", 203))],
+        # A Status with a code of the wrong type: nothing to act on, resume from 200.
+        [zombie("after-500", 200), event("ERROR", status("teapot"))],
+        # A 4xx the server will never take back: relist, then watch from the LIST's 201.
+        [zombie("after-teapot", 201), event("ERROR", status(418))],
+        [zombie("after-418", 202), event("ERROR", {"kind": "NotAStatus"})],
+        [zombie("before-silence", 203), SILENCE],
+        [zombie("after-silence", 204)],
     ]
-    good += ["after-500", "after-teapot", "after-418", "after-not-a-status"]
+    good = [f"good-{i}" for i in range(len(HOSTILE))] + [
+        "huge-annotation",
+        "after-500",
+        "after-teapot",
+        "after-418",
+        "before-silence",
+        "after-silence",
+    ]
     return Script(streams), good
 
 
@@ -157,27 +165,31 @@ async def stub_server(script: Script, tmp_path: Path) -> AsyncIterator[Path]:
     """Serve ``script`` as the pods LIST/WATCH; yield a kubeconfig pointing at it."""
 
     async def pods(request: web.Request) -> web.StreamResponse:
-        if request.query.get("watch") not in ("true", "True", "1"):
+        if request.query.get("watch") != "true":
             script.lists += 1
             return web.json_response(
                 {
                     "kind": "PodList",
                     "apiVersion": "v1",
-                    "metadata": {"resourceVersion": "100"},
-                    "items": [],
+                    "metadata": {"resourceVersion": script.resource_version},
+                    "items": list(script.listed.values()),
                 }
             )
         script.watches.append(request.query.get("resourceVersion", ""))
         index = len(script.watches) - 1
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
-        if index < len(script.streams):
-            for line in script.streams[index]:
+        lines = script.streams[index] if index < len(script.streams) else [SILENCE]
+        for line in lines:
+            if line == SILENCE:
+                with anyio.move_on_after(30):
+                    await anyio.sleep_forever()  # until the client leaves
+            elif isinstance(line, dict):
+                script.listed[line["metadata"]["name"]] = line
+                script.resource_version = line["metadata"]["resourceVersion"]
+                await response.write(event("ADDED", line) + b"\n")
+            else:
                 await response.write(line + b"\n")
-        if index >= len(script.streams) - 1:
-            script.done.set()
-            with anyio.move_on_after(30):
-                await anyio.sleep_forever()  # an idle, healthy watch until the client leaves
         await response.write_eof()
         return response
 
@@ -207,6 +219,19 @@ async def stub_server(script: Script, tmp_path: Path) -> AsyncIterator[Path]:
         await runner.cleanup()
 
 
+@asynccontextmanager
+async def watching(kubeconfig: Path, cache: PodCache, **options: Any) -> AsyncIterator[Watcher]:
+    """The real `Watcher` of every namespace, running until the block ends."""
+    async with open_kube(str(kubeconfig), pool_size=4) as kube:
+        watcher = Watcher(
+            kube, Scope(None), cache, backoff=Backoff(initial=0.01, cap=0.02, jitter=0.0), **options
+        )
+        async with anyio.create_task_group() as tg:
+            await tg.start(watcher.run)
+            yield watcher
+            tg.cancel_scope.cancel()
+
+
 async def test_hostile_lines_are_skipped_and_the_watch_goes_on(tmp_path: Path) -> None:
     script, good = build_script()
     queue: WorkQueue[str] = WorkQueue()
@@ -214,37 +239,89 @@ async def test_hostile_lines_are_skipped_and_the_watch_goes_on(tmp_path: Path) -
     with capture_logs() as logs:
         async with (
             stub_server(script, tmp_path) as kubeconfig,
-            open_api_client(str(kubeconfig), None, pool_size=4) as api,
+            # A short watch timeout: the silent stream is cut 1.5 s after it opens.
+            watching(kubeconfig, cache, timeout_min=1, timeout_max=1, inactivity_margin=0.5),
         ):
-            watcher = Watcher(
-                api,
-                Scope(None),
-                cache,
-                timeout_min=20,
-                timeout_max=20,
-                backoff=Backoff(initial=0.01, cap=0.02, jitter=0.0),
+            await eventually(
+                lambda: all(f"team-a/{name}" in cache for name in good),
+                timeout=20,
+                message="every valid pod after a hostile line to be cached",
             )
-            async with anyio.create_task_group() as tg:
-                await tg.start(watcher.run)
-                await eventually(
-                    lambda: all(f"team-a/{name}" in cache for name in good),
-                    timeout=20,
-                    message="every valid pod after a hostile line to be cached",
-                )
-                await eventually(script.done.is_set, timeout=10)
-                tg.cancel_scope.cancel()
-    for name in good:
-        assert f"team-a/{name}" in queue, name
-    for name in ("no-status", "bad-types", "no-uid", "unknown-type", "no-type"):
-        assert f"team-a/{name}" not in cache, name
-    # One skip per hostile line that is not an event zombied can use.
+    assert all(f"team-a/{name}" in queue for name in good)
+    assert not {"no-status", "bad-types", "no-uid", "unknown-type", "no-type"} & {
+        entry.snapshot.name for entry in cache.entries()
+    }
+    # One skip per hostile line, naming the pod when there is one.
     skips = [entry for entry in logs if entry["event"] == "watch.skipped"]
-    assert len(skips) >= sum(1 for _, logged in HOSTILE if logged), skips
+    assert len(skips) == len(HOSTILE), skips
     not_terminal = {entry.get("pod") for entry in skips if entry["why"] == "pod not terminal"}
-    assert {"no-status", "bad-types"} <= not_terminal, skips
-    # Every ERROR Status ended a stream and the watch resumed where it was, without a
-    # relist: the five streams, each from the last resourceVersion seen.
-    assert script.lists == 1
-    assert script.watches == ["100", "150", "200", "201", "202"]
-    errors = [entry for entry in logs if entry["event"] == "watch.error"]
-    assert {entry["code"] for entry in errors} >= {500, 418, 0}
+    assert not_terminal == {"no-status", "bad-types"}
+    # Every ERROR Status and the silence ended a stream, and the watch resumed from the
+    # last resourceVersion seen; only the 418 made it relist.
+    assert script.watches[:6] == ["100", "150", "200", "201", "202", "203"]
+    assert script.lists == 2
+    errors = [entry["code"] for entry in logs if entry["event"] == "watch.error"]
+    assert errors[:4] == [500, 0, 418, 0]
+    assert any(entry["event"] == "watch.inactive" for entry in logs)
+
+
+def pod_finished_at_the_end_of_time() -> dict[str, Any]:
+    pod = zombie("finished-in-9999", 1)
+    pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = (
+        "9999-12-31T23:59:59Z"
+    )
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("hostile", "warned"),
+    [
+        pytest.param(
+            zombie("huge", 1, annotations={"blob": "x" * 5 * 2**20}),
+            True,
+            id="line-over-the-read-buffer",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "zombied/watch.py:365 catches ValueError for a line over aiohttp's "
+                    "read buffer (4 MiB), but aiohttp 3.14 raises "
+                    "aiohttp.http_exceptions.LineTooLong, neither a ValueError nor a "
+                    "ClientError: it escapes Watcher.run and ends the watch loop (in the "
+                    "daemon, the process). Catching it as an ApiError is not enough: the "
+                    "watch would resume from the same resourceVersion, the server replays "
+                    "the same line, and the watch never gets past it."
+                ),
+            ),
+        ),
+        pytest.param(
+            pod_finished_at_the_end_of_time(),
+            False,
+            id="finished-at-the-end-of-the-calendar",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "zombied/rules.py:406 (judge) adds each rule's min age to the "
+                    "termination time unguarded: a finishedAt of 9999-12-31T23:59:59Z, "
+                    "which parse_pod accepts, raises OverflowError in PodCache.upsert, "
+                    "which ends the watch loop (in the daemon, the process)."
+                ),
+            ),
+        ),
+    ],
+)
+async def test_an_event_zombied_cannot_handle_does_not_end_the_watch(
+    sim: Simulator, kubeconfig: Path, hostile: dict[str, Any], warned: bool
+) -> None:
+    sim.store.create(
+        "namespaces", {"metadata": {"name": "team-a"}, "spec": {}, "status": {"phase": "Active"}}
+    )
+    cache = PodCache(RuleSet(), WorkQueue())  # the default rules and min ages
+    with capture_logs() as logs:
+        async with watching(kubeconfig, cache, timeout_min=30, timeout_max=30) as watcher:
+            await eventually(lambda: watcher.state.synced)
+            sim.store.create("pods", hostile)
+            sim.store.create("pods", zombie("after", 1))
+            await eventually(lambda: "team-a/after" in cache, timeout=10)
+            assert watcher.state.alive
+    if warned:
+        assert any(entry["log_level"] == "warning" for entry in logs)

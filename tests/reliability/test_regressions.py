@@ -1,7 +1,7 @@
 """Counterexamples the property tests and the soak found, as explicit histories.
 
-Each test replays one history against the in-process daemon over real HTTP and checks
-the same invariants as the property tests.
+Each test replays one history against the in-process daemon (or its watch alone) over
+real HTTP and checks the same invariants as the property tests.
 """
 
 from __future__ import annotations
@@ -10,77 +10,55 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import pytest
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
-from zombied.kube import open_api_client
+from zombied.kube import open_kube
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
 from zombied.watch import Scope, Watcher
 
 from kubesim import Simulator
 from tests.helpers import eventually
-from tests.reliability.live import Live, running, settle
+from tests.reliability.live import running, settle
+from tests.reliability.world import World
 
 NODE_SHUTDOWN = RuleSet((Rule("node-shutdown", 0.0),))
 
 
-async def change_while_delete_in_flight(
-    live: Live, variant: str, change: Callable[[], object]
-) -> str:
-    """End pod 0 as ``variant`` and ``change`` it while zombied's DELETE is on the wire.
-
-    Returns the pod's name once zombied has finished with it and nothing unsafe happened.
-    """
-    world, sim = live.world, live.sim
-    sim.faults.add_latency("delete", "pods", 0.5)
-    name = world.end_pod(0, variant)
-    assert name is not None
-    await eventually(lambda: world.delete_requests, message="a DELETE on the wire")
-    change()
-    await eventually(lambda: not live.daemon.queue.processing, timeout=5)
-    assert world.check_safety() == []
-    return name
+CHANGES: dict[str, Callable[[World], object]] = {
+    # A uid precondition alone lets the server delete a pod protected since it was
+    # judged: the delete must also be conditional on the resourceVersion judged.
+    "annotated-keep": lambda world: world.set_keep(0, keep=True),
+    "relabelled-out-of-scope": lambda world: world.relabel(0, precious=True),
+    # A StatefulSet pod recreated under the same name (new uid).
+    "replaced-under-the-same-name": lambda world: world.replace(0, None),
+}
 
 
-async def test_keep_annotation_added_while_the_delete_is_in_flight() -> None:
-    """A pod annotated ``zombied.io/keep`` after zombied decided must survive.
-
-    The DELETE is on the wire (slow API server) when a user annotates the pod. A uid
-    precondition alone lets the server delete the now-protected pod; the delete must
-    also be conditional on the resourceVersion zombied judged.
-    """
+@pytest.mark.parametrize(
+    ("ending", "change"),
+    [
+        pytest.param(ending, change, id=change)
+        for ending, change in (
+            ("shutdown:1.22:terminated", "annotated-keep"),
+            ("shutdown:1.26:terminated", "relabelled-out-of-scope"),
+            ("shutdown:newest:succeeded", "replaced-under-the-same-name"),
+        )
+    ],
+)
+async def test_a_pod_changed_while_its_delete_is_in_flight_survives(
+    ending: str, change: str
+) -> None:
+    """The DELETE is on the wire (slow API server) when the pod changes under it."""
     async with running(NODE_SHUTDOWN, pods=1) as live:
         world, sim = live.world, live.sim
-        name = await change_while_delete_in_flight(
-            live, "shutdown:1.22:terminated", lambda: world.set_keep(0, keep=True)
-        )
+        sim.faults.add_latency("delete", "pods", 0.5)
+        name = world.end_pod(0, ending)
+        await eventually(lambda: world.delete_requests, message="a DELETE on the wire")
+        CHANGES[change](world)
+        await eventually(lambda: not live.daemon.queue.processing, timeout=5)
         assert sim.store.get("pods", "team-a", name) is not None
-        await settle(live)
-        assert world.check_safety() == []
-
-
-async def test_relabelled_out_of_scope_while_the_delete_is_in_flight() -> None:
-    """A pod moved out of the label selector after zombied decided must survive."""
-    async with running(NODE_SHUTDOWN, pods=1) as live:
-        world, sim = live.world, live.sim
-        name = await change_while_delete_in_flight(
-            live, "shutdown:1.26:terminated", lambda: world.relabel(0, precious=True)
-        )
-        assert sim.store.get("pods", "team-a", name) is not None
-        await settle(live)
-        assert world.check_safety() == []
-
-
-async def test_replaced_under_the_same_name_while_the_delete_is_in_flight() -> None:
-    """A StatefulSet pod recreated (new uid) while the zombie's DELETE is on the wire."""
-    async with running(NODE_SHUTDOWN, pods=1) as live:
-        world, sim = live.world, live.sim
-        name = await change_while_delete_in_flight(
-            live, "shutdown:newest:succeeded", lambda: world.replace(0, None)
-        )
-        replacement = sim.store.get("pods", "team-a", name)
-        assert replacement is not None
-        assert (replacement.get("status") or {}).get("phase") == "Running"
         await settle(live)
         assert world.check_safety() == []
 
@@ -130,8 +108,8 @@ async def test_a_watch_cut_after_it_was_established_does_not_grow_the_backoff(
     """
     backoff = Backoff(initial=0.01, cap=30.0, jitter=0.0)
     cache = PodCache(NODE_SHUTDOWN, WorkQueue())
-    async with open_api_client(str(kubeconfig), None, pool_size=2) as api:
-        watcher = Watcher(api, Scope(None), cache, timeout_min=30, timeout_max=30, backoff=backoff)
+    async with open_kube(str(kubeconfig), pool_size=2) as kube:
+        watcher = Watcher(kube, Scope(None), cache, timeout_min=30, timeout_max=30, backoff=backoff)
         async with anyio.create_task_group() as tg:
             await tg.start(watcher.run)
             for _ in range(10):

@@ -17,7 +17,7 @@ import psutil
 import pytest
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
-from zombied.kube import open_api_client
+from zombied.kube import open_kube
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
 from zombied.watch import Scope, Watcher
@@ -39,9 +39,9 @@ async def test_a_thousand_watch_reconnects_leak_nothing(sim: Simulator, kubeconf
     process = psutil.Process()
     queue: WorkQueue[str] = WorkQueue()
     cache = PodCache(RuleSet((Rule("node-shutdown", 0.0),)), queue)
-    async with open_api_client(str(kubeconfig), None, pool_size=4) as api:
+    async with open_kube(str(kubeconfig), pool_size=4) as kube:
         watcher = Watcher(
-            api,
+            kube,
             Scope(None),
             cache,
             timeout_min=30,

@@ -19,8 +19,6 @@ async def test_chaos_soak() -> None:
     print(f"\n{result.line()} seed={seed}")
     assert result.violations == []
     assert result.left == []
-    assert result.wrong == 0
-    assert result.missed == 0
     assert result.bad_exits == []
     assert result.zombies > 0
     assert result.reaped > 0

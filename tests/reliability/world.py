@@ -3,9 +3,12 @@
 This module owns `World`: it drives the simulator like kubelets, controllers and
 users would (pods created, failing every way design.md lists, replaced under the same
 name, deleted by others, annotated, relabelled; nodes preempted) while keeping its own
-model of what it did to every pod uid. The safety and liveness checks compare what
-zombied deleted against that model AND against zombied's own rule engine, so a bug in
-`classify` cannot hide itself. It never talks to zombied: the property tests, the soak
+model of what it did to every pod uid: how it ended, when (as the kubelet's
+whole-second timestamps say), its owner, annotation, labels and namespace. The safety
+and liveness checks judge zombied's deletes by that model alone, written from
+design.md: the configuration is read from its `RuleSet` as plain data, and nothing here
+asks `zombied.rules` for a decision, so a bug in the rules cannot hide itself by
+agreeing with its own oracle. It never talks to zombied: the property tests, the soak
 and the signal tests run zombied in-process or as a process and call the checks here.
 
 Every action is synchronous and must run on the simulator's event loop (the store is
@@ -15,6 +18,7 @@ not thread-safe); the property tests call them through an anyio blocking portal.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -23,8 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
-from zombied.pod import PodParseError, parse_pod
-from zombied.rules import RuleSet, classify
+from zombied.rules import RuleSet
 
 from kubesim import Simulator
 from kubesim.scenario import (
@@ -65,14 +68,21 @@ ENDINGS = (
     "completed",
 )
 
-# Which rule may delete a pod that ended in each way (independent of zombied.rules).
-_KIND_RULES = {
-    "shutdown": {"node-shutdown"},
-    "evicted": {"evicted", "failed"},
-    "error": {"failed"},
-    "completed": set(),
-    "running": set(),
+# The rules that fit a pod by how it ended, in design.md's precedence (the first enabled
+# one decides the min age); written here from design.md, not from zombied.rules.
+_MATCHING_RULES = {
+    "shutdown": ("node-shutdown", "failed"),
+    "shutdown-succeeded": ("node-shutdown",),  # phase Succeeded: the failed rule does not fit
+    "evicted": ("evicted", "failed"),
+    "error": ("failed",),
+    "completed": (),
+    "running": (),
 }
+
+
+def _kubelet_stamp(moment: float) -> float:
+    """What a pod says of ``moment``: the kubelet writes RFC 3339 in whole seconds."""
+    return float(math.floor(moment))
 
 
 @dataclass
@@ -82,19 +92,43 @@ class PodModel:
     namespace: str
     name: str
     uid: str
-    kind: str = "running"  # running | shutdown | evicted | error | completed
+    kind: str = "running"  # a key of _MATCHING_RULES
     owner_kind: str = ""
     keep: bool = False
     precious: bool = False
     deleting: bool = False  # a graceful delete by someone else started
+    #: The earliest and latest termination time the pod can carry (epoch seconds).
+    ended: tuple[float, float] | None = None
 
-    def selectable(self, rules: RuleSet) -> bool:
-        """Whether zombied may delete this pod under ``rules``, per the driver's model."""
-        if self.keep or self.precious or self.deleting:
-            return False
-        if self.namespace in EXCLUDED_NAMESPACES or rules.excludes(self.owner_kind):
-            return False
-        return bool(_KIND_RULES[self.kind] & set(rules.names))
+
+@dataclass(frozen=True)
+class Oracle:
+    """design.md's rule for one configuration: which pods are zombies, and from when."""
+
+    min_ages: dict[str, float]  # enabled rule -> min age
+    excluded_owner_kinds: frozenset[str]  # case-folded
+
+    @classmethod
+    def of(cls, rules: RuleSet) -> Oracle:
+        """The configuration zombied runs with, read as plain data."""
+        return cls(
+            {rule.name: rule.min_age for rule in rules.rules},
+            frozenset(kind.casefold() for kind in rules.exclude_owner_kinds),
+        )
+
+    def due(self, model: PodModel) -> tuple[float, float] | None:
+        """When zombied may delete the pod, earliest and latest; None: never."""
+        if model.keep or model.precious or model.deleting or model.ended is None:
+            return None
+        if model.namespace in EXCLUDED_NAMESPACES:
+            return None
+        if model.owner_kind.casefold() in self.excluded_owner_kinds:
+            return None
+        rule = next((r for r in _MATCHING_RULES[model.kind] if r in self.min_ages), None)
+        if rule is None:
+            return None
+        earliest, latest = model.ended
+        return earliest + self.min_ages[rule], latest + self.min_ages[rule]
 
 
 @dataclass(frozen=True)
@@ -130,7 +164,7 @@ class World:
 
     def __init__(self, sim: Simulator, rules: RuleSet, *, seed: int = 0) -> None:
         self.sim = sim
-        self.rules = rules
+        self.oracle = Oracle.of(rules)
         self.rng = random.Random(seed)
         self.models: dict[str, PodModel] = {}  # uid -> model
         self.keys: set[str] = set()  # every namespace/name ever used
@@ -266,11 +300,21 @@ class World:
         self.figures.count("pod-created")
         return f"{namespace}/{name}"
 
-    def end_pod(self, index: int, ending: str, *, ago: float = 0.0) -> str | None:
-        """A Running pod ends the way ``ending`` says (see `ENDINGS`), ``ago`` seconds ago."""
+    def end_pod(
+        self, index: int, ending: str, *, ago: float = 0.0, protect: str | None = None
+    ) -> str | None:
+        """A Running pod ends the way ``ending`` says (see `ENDINGS`), ``ago`` seconds ago.
+
+        With ``protect`` (``keep`` or ``precious``) a user first annotates it or moves it
+        out of the label selector, so it ends as a zombie zombied must leave alone.
+        """
         pod = self._pick(index, phase="Running")
         if pod is None:
             return None
+        if protect == "keep":
+            pod = self._set_keep(pod, keep=True)
+        elif protect == "precious":
+            pod = self._relabel(pod, precious=True)
         self._end(pod, ending, ago=ago)
         return pod["metadata"]["name"]
 
@@ -279,7 +323,7 @@ class World:
         if ending.startswith("shutdown:"):
             _, version, variant = ending.split(":")
             new = shutdown_pod(pod, version=version, variant=variant, now=now)
-            kind = "shutdown"
+            kind = "shutdown-succeeded" if variant == "succeeded" else "shutdown"
         elif ending == "evicted":
             new, kind = evicted_pod(pod, now=now), "evicted"
         elif ending in ("error", "oomkilled"):
@@ -292,7 +336,9 @@ class World:
         updated = self.sim.store.update("pods", new, check_rv=False)
         model = self._model(updated)
         model.kind = kind
-        if model.selectable(self.rules):
+        stamp = _kubelet_stamp(now.timestamp())
+        model.ended = (stamp, stamp)
+        if self.oracle.due(model) is not None:
             self.figures.zombies += 1
         self.figures.count(f"end-{kind}")
         return updated
@@ -310,7 +356,10 @@ class World:
             self.add_node()
             nodes = self.ready_nodes()
         node = nodes[node_index % len(nodes)]
+        before = time.time()
         result = self.sim.cluster.preempt(node, version=version, variant=variant)
+        # The simulated kubelet reads its own clock in between.
+        ended = (_kubelet_stamp(before), _kubelet_stamp(time.time()))
         for ref in result.zombies:
             model = self.models.get(ref.uid)
             if model is None:
@@ -318,8 +367,9 @@ class World:
                 if current is None:
                     continue
                 model = self._model(current)
-            model.kind = "shutdown"
-            if model.selectable(self.rules):
+            model.kind = "shutdown-succeeded" if variant == "succeeded" else "shutdown"
+            model.ended = ended
+            if self.oracle.due(model) is not None:
                 self.figures.zombies += 1
         for ref in result.replacements:
             current = self.sim.store.get("pods", ref.namespace, ref.name)
@@ -387,48 +437,29 @@ class World:
     def set_keep(self, index: int, keep: bool) -> str | None:
         """A user adds (or removes) the opt-out annotation."""
         pod = self._pick(index)
-        if pod is None:
-            return None
+        return None if pod is None else self._set_keep(pod, keep=keep)["metadata"]["name"]
+
+    def _set_keep(self, pod: JSONDict, *, keep: bool) -> JSONDict:
         annotations = pod["metadata"].setdefault("annotations", {})
         annotations["zombied.io/keep"] = "true" if keep else "false"
         updated = self.sim.store.update("pods", pod, check_rv=False)
         self._model(updated).keep = keep
         self.figures.count("annotate")
-        return pod["metadata"]["name"]
+        return updated
 
     def relabel(self, index: int, precious: bool) -> str | None:
         """A user moves a pod in or out of zombied's label selector."""
         pod = self._pick(index)
-        if pod is None:
-            return None
+        return None if pod is None else self._relabel(pod, precious=precious)["metadata"]["name"]
+
+    def _relabel(self, pod: JSONDict, *, precious: bool) -> JSONDict:
         pod["metadata"].setdefault("labels", {})["tier"] = "precious" if precious else "normal"
         updated = self.sim.store.update("pods", pod, check_rv=False)
         self._model(updated).precious = precious
         self.figures.count("relabel")
-        return pod["metadata"]["name"]
+        return updated
 
     # -- the promises ---------------------------------------------------------------------
-
-    def selected(self, obj: JSONDict, at: float | None = None) -> tuple[bool, str]:
-        """Whether zombied's own rules select ``obj`` (and it is due at ``at``)."""
-        try:
-            snapshot = parse_pod(obj)
-        except PodParseError as exc:
-            return False, f"unparsable: {exc.reason}"
-        if snapshot.namespace in EXCLUDED_NAMESPACES:
-            return False, "excluded namespace"
-        if ((obj.get("metadata") or {}).get("labels") or {}).get("tier") == "precious":
-            return False, "outside the label selector"
-        verdict = classify(snapshot, self.rules, first_seen=datetime.fromtimestamp(0, UTC))
-        if not verdict.zombie:
-            return False, f"not a zombie ({verdict.skip})"
-        # Timestamps are written with second precision: allow the truncation.
-        due = verdict.due
-        if at is not None and snapshot.terminated_at is not None and due is not None:
-            early = due.timestamp() - at
-            if early > 1e-3:
-                return False, f"deleted {early:.3f}s before due"
-        return True, str(verdict.rule)
 
     def check_safety(self) -> list[str]:
         """Invariants (1) and (2) over the deletes accepted since the last call."""
@@ -446,14 +477,15 @@ class World:
             self.figures.reaped += 1
             meta = record.obj["metadata"]
             what = f"{meta['namespace']}/{meta['name']} uid={meta['uid']}"
-            ok, why = self.selected(record.obj, record.time)
-            if not ok:
-                found.append(f"deleted {what} that no rule selected: {why}")
             model = self.models.get(meta["uid"])
+            due = self.oracle.due(model) if model is not None else None
             if model is None:
                 found.append(f"deleted {what} that nobody created")
-            elif not model.selectable(self.rules):
-                found.append(f"deleted {what} that the model protects: {model}")
+            elif due is None:
+                found.append(f"deleted {what} that is no zombie: {model}")
+            elif record.time < due[0] - 1e-3:
+                found.append(f"deleted {what} {due[0] - record.time:.3f}s before due: {model}")
+            found.extend(f"deleted {what}, {why}" for why in _protected(record.obj))
             if (meta["namespace"], meta["name"], meta["uid"]) not in decided:
                 found.append(f"deleted {what} without a DELETE naming that uid")
         self._checked = len(records)
@@ -463,14 +495,13 @@ class World:
         self.figures.wrong += len(found)
         return found
 
-    def pending_zombies(self, *, due_only: bool = True) -> list[str]:
-        """Pods zombied must still delete (selected by its rules, and by the model)."""
+    def pending_zombies(self) -> list[str]:
+        """Zombies past their min age that are still there: zombied must delete them."""
         now = time.time()
         left = []
         for pod in self.sim.store.list("pods"):
-            ok, _ = self.selected(pod, now if due_only else None)
-            model = self.models.get(pod["metadata"]["uid"])
-            if ok and (model is None or model.selectable(self.rules)):
+            due = self.oracle.due(self._model(pod))
+            if due is not None and due[1] <= now:
                 meta = pod["metadata"]
                 left.append(f"{meta['namespace']}/{meta['name']}")
         return sorted(left)
@@ -485,3 +516,20 @@ class World:
         """Keys of ``queued`` whose pod does not exist (invariant 4)."""
         present = self.present_keys()
         return sorted(key for key in queued if key not in present)
+
+
+def _protected(obj: JSONDict) -> list[str]:
+    """What in the deleted object itself forbids the delete (beside the model's view)."""
+    meta = obj.get("metadata") or {}
+    found = []
+    if (obj.get("status") or {}).get("phase") not in ("Failed", "Succeeded"):
+        found.append("which was not terminal")
+    if meta.get("deletionTimestamp"):
+        found.append("which someone else was deleting")
+    if str((meta.get("annotations") or {}).get("zombied.io/keep", "")).lower() == "true":
+        found.append("which was annotated keep")
+    if (meta.get("labels") or {}).get("tier") == "precious":
+        found.append("which was outside the label selector")
+    if meta.get("namespace") in EXCLUDED_NAMESPACES:
+        found.append("which was in an excluded namespace")
+    return found

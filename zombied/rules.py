@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Final
 
@@ -409,10 +409,18 @@ def judge(pod: PodSnapshot, rules: RuleSet, *, first_seen: datetime) -> Judgemen
         since=since,
         vetoes=_vetoes(pod, rules),
         rules=tuple(
-            RuleMatch(rule, mismatch(rule, pod), since + timedelta(seconds=rule.min_age))
+            RuleMatch(rule, mismatch(rule, pod), _after(since, rule.min_age))
             for rule in rules.ordered()
         ),
     )
+
+
+def _after(since: datetime, seconds: float) -> datetime:
+    """``since`` plus ``seconds``; a time past the calendar's end is never due."""
+    try:
+        return since + timedelta(seconds=seconds)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC)
 
 
 def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import anyio
 import msgspec
+from aiohttp.http_exceptions import LineTooLong
 
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
@@ -61,6 +62,7 @@ _LIST_TIMEOUT: Final = 60.0
 # The server ends a watch after timeoutSeconds; this margin only catches a server
 # (or proxy) that fails to.
 _INACTIVITY_MARGIN: Final = 10.0
+_LINE_TOO_LONG: Final = "LineTooLong"
 # Moving the inactivity deadline reschedules a timer: at most this often.
 _REARM_S: Final = 1.0
 
@@ -287,7 +289,10 @@ class Watcher:
                 else:
                     # A resourceVersion the server cannot read (400 on current servers)
                     # will not get better by asking again: relist after the backoff.
-                    need_list = need_list or exc.kind is Kind.INVALID
+                    # A line the stream cannot carry comes again at the same version:
+                    # only a LIST (which has no line limit) gets past it.
+                    relist = exc.kind is Kind.INVALID or exc.reason == _LINE_TOO_LONG
+                    need_list = need_list or relist
                     await self._failed(exc)
                 self._on_restart(self.scope.label, exc.kind is Kind.GONE)
             else:
@@ -362,8 +367,8 @@ class Watcher:
                         if (now := time.monotonic()) - armed >= _REARM_S:
                             armed = now
                             guard.deadline = anyio.current_time() + inactivity
-                except ValueError as exc:  # aiohttp: a line longer than its buffer
-                    raise ApiError(request, 0, "LineTooLong", str(exc)) from exc
+                except (ValueError, LineTooLong) as exc:  # a line longer than the buffer
+                    raise ApiError(request, 0, _LINE_TOO_LONG, str(exc)) from exc
             if guard.cancelled_caught:
                 self._log.warning("watch.inactive", silent_s=round(inactivity, 1))
 

@@ -280,32 +280,11 @@ def pod_finished_at_the_end_of_time() -> dict[str, Any]:
             zombie("huge", 1, annotations={"blob": "x" * 5 * 2**20}),
             True,
             id="line-over-the-read-buffer",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "zombied/watch.py:365 catches ValueError for a line over aiohttp's "
-                    "read buffer (4 MiB), but aiohttp 3.14 raises "
-                    "aiohttp.http_exceptions.LineTooLong, neither a ValueError nor a "
-                    "ClientError: it escapes Watcher.run and ends the watch loop (in the "
-                    "daemon, the process). Catching it as an ApiError is not enough: the "
-                    "watch would resume from the same resourceVersion, the server replays "
-                    "the same line, and the watch never gets past it."
-                ),
-            ),
         ),
         pytest.param(
             pod_finished_at_the_end_of_time(),
             False,
             id="finished-at-the-end-of-the-calendar",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "zombied/rules.py:406 (judge) adds each rule's min age to the "
-                    "termination time unguarded: a finishedAt of 9999-12-31T23:59:59Z, "
-                    "which parse_pod accepts, raises OverflowError in PodCache.upsert, "
-                    "which ends the watch loop (in the daemon, the process)."
-                ),
-            ),
         ),
     ],
 )

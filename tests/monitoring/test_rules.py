@@ -3,7 +3,8 @@
 ``promtool check rules`` and ``promtool test rules`` (the cases in rules_test.yaml: every
 alert fires where it must and stays silent where it must) are the real tool's verdicts.
 The PrometheusRule carries exactly the plain rule file's groups, and every alert has a
-summary, a description and a runbook_url pointing at a README section that exists.
+summary, a description and a runbook_url pointing at a section of docs/monitoring.md
+that exists.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ COMPONENT = ROOT / "manifests" / "components" / "monitoring"
 RULE_FILE = COMPONENT / "zombied-rules.yaml"
 PROMETHEUS_RULE = COMPONENT / "prometheusrule.yaml"
 UNIT_TESTS = Path(__file__).with_name("rules_test.yaml")
-README = ROOT / "README.md"
+RUNBOOK = ROOT / "docs" / "monitoring.md"
 
 
 def alerts() -> list[dict[str, Any]]:
@@ -84,6 +85,6 @@ def test_each_alert_says_what_to_do(alert: dict[str, Any]) -> None:
     assert 'job="zombied"' in alert["expr"]
     url = annotations["runbook_url"]
     page, _, anchor = url.partition("#")
-    assert page.endswith("/README.md")
+    assert page.endswith("/docs/monitoring.md")
     assert anchor == alert["alert"].lower()
-    assert anchor in _anchors(README.read_text()), f"README has no section #{anchor}"
+    assert anchor in _anchors(RUNBOOK.read_text()), f"docs/monitoring.md has no section #{anchor}"

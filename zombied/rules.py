@@ -149,7 +149,7 @@ RULE_NAMES: Final = tuple(BUILTIN_RULES)
 _CATCH_ALL: Final = "failed"
 #: Built-in rules with a default min age of their own; the others use ``--min-age``.
 #: Admission rejections wait longer, so the Event and status of a genuinely misplaced
-#: pod stay visible for a while (see the README's "Rules").
+#: pod stay visible for a while (see docs/rules.md).
 OWN_MIN_AGES: Final[dict[str, float]] = {"admission-rejected": 300.0}
 #: The rules enabled when nothing is configured: both ways a preemption leaves zombies.
 DEFAULT_RULES: Final = ("node-shutdown", "admission-rejected")

@@ -25,8 +25,10 @@ def pod(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     finished_ago: float | None = 60.0,
+    at: datetime | None = None,
 ) -> dict[str, Any]:
-    """A pod dict; terminal phases get a container terminated ``finished_ago`` seconds ago."""
+    """A pod dict; terminal phases get a container terminated ``finished_ago`` seconds
+    before ``at`` (default: the moment of the call)."""
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
@@ -61,8 +63,8 @@ def pod(
                     "terminated": {
                         "exitCode": 137 if phase == "Failed" else 0,
                         "reason": "Error" if phase == "Failed" else "Completed",
-                        "finishedAt": stamp(ago=finished_ago),
-                        "startedAt": stamp(ago=finished_ago + 3600),
+                        "finishedAt": stamp(at, ago=finished_ago),
+                        "startedAt": stamp(at, ago=finished_ago + 3600),
                     }
                 },
             }

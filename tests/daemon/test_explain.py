@@ -21,11 +21,17 @@ from zombied.rules import Decision, Rule, RuleSet
 from kubesim import Simulator
 from kubesim.rbac import PolicyRule
 from kubesim.scenario import rejected_pod
+from tests.daemon import pods
 from tests.daemon.conftest import ConfigFactory
-from tests.daemon.pods import pod, zombie
+from tests.daemon.pods import pod
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 DEFAULT_RULES = RuleSet()
+
+
+def zombie(name: str, **kwargs: Any) -> dict[str, Any]:
+    """A shutdown zombie that finished a minute before ``NOW``, however late the test runs."""
+    return pods.zombie(name, at=NOW, **kwargs)
 
 
 def checks(result: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -58,6 +58,7 @@ __all__ = [
     "Veto",
     "build_rules",
     "check_kind",
+    "check_min_age",
     "check_rule_name",
     "judge",
     "matches",
@@ -65,6 +66,9 @@ __all__ = [
 ]
 
 DEFAULT_MIN_AGE: Final = 30.0
+#: The longest min age: due times stay far inside the calendar (datetime ends with the
+#: year 9999), and a rule that should never delete is better left disabled.
+MAX_MIN_AGE: Final = 100 * 365 * 86400.0
 #: Every phase a pod can report; rules may only name these.
 PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
@@ -178,8 +182,7 @@ class Rule:
             object.__setattr__(self, "pattern", builtin)
         elif self.name in BUILTIN_RULES and self.pattern != BUILTIN_RULES[self.name]:
             raise ValueError(f"{self.name!r} is a built-in rule; give your own rule another name")
-        if not self.min_age >= 0:  # also rejects NaN
-            raise ValueError(f"min age of rule {self.name!r} must be >= 0, got {self.min_age}")
+        check_min_age(self.min_age)
 
     @property
     def builtin(self) -> bool:
@@ -508,6 +511,13 @@ def check_rule_name(name: str) -> str:
             f"rule names are lowercase letters, digits and '-' (like node-shutdown), got {name!r}"
         )
     return name
+
+
+def check_min_age(seconds: float) -> float:
+    """``seconds`` if it can be a rule's min age; `ValueError` otherwise."""
+    if not 0 <= seconds <= MAX_MIN_AGE:  # also rejects NaN
+        raise ValueError(f"a rule's min age must be from 0s to 100 years, got {seconds:g}s")
+    return seconds
 
 
 def check_kind(kind: str) -> str:

@@ -40,9 +40,9 @@ def config_reference() -> str:
     for option in OPTIONS:
         flag = option.flag
         if option.const is not None:
-            flag += f"[={option.metavar}]"
-        elif option.metavar:
-            flag += f" {option.metavar}"
+            flag += f"[={option.value.metavar}]"
+        else:
+            flag += f" {option.value.metavar}"
         spellings = [f"`{alias}`" for alias in (option.short, *option.aliases) if alias]
         rows.append(
             (

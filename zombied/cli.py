@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import anyio
 
+from zombied.config import COMMANDS as CONFIGURED_COMMANDS
 from zombied.config import ExplainConfig, RunConfig, load_config
 from zombied.errors import ConfigError, ZombiedError
 from zombied.log import configure_logging
@@ -35,9 +36,7 @@ EXIT_CONFIG = 2
 #: Longest error line printed; the value at fault is cut, never the option name before it.
 MAX_ERROR_CHARS = 400
 COMMANDS = {
-    "run": "watch the cluster and delete zombie pods as they become due",
-    "scan": "list the zombie pods once (and with --delete, delete them once)",
-    "explain": "explain rule by rule whether and when zombied would delete one pod",
+    **CONFIGURED_COMMANDS,
     "version": "print the versions of zombied and kubernetes_asyncio",
 }
 

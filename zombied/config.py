@@ -807,25 +807,22 @@ def _target(text: str | None, namespace: str | None) -> tuple[str, str]:
     if text is None:
         raise ConfigError("zombied explain: which pod? give POD -n NAMESPACE, or NAMESPACE/POD")
     named, slash, name = text.strip().rpartition("/")
-    if slash:
-        if not _DNS_LABEL.fullmatch(named) or not _DNS_SUBDOMAIN.fullmatch(name):
-            raise ConfigError(
-                f"zombied explain: must be POD or NAMESPACE/POD, like team-a/web-0, got {text!r}"
-            )
-        if namespace is not None and namespace != named:
-            raise ConfigError(
-                f"--namespace: {text!r} is in namespace {named}, not {namespace}; "
-                "give the namespace once"
-            )
-        return named, name
-    if not _DNS_SUBDOMAIN.fullmatch(name):
-        raise ConfigError(f"zombied explain: must be a pod name, like web-0, got {text!r}")
-    if namespace is None:
+    if not slash and namespace is None:
         raise ConfigError(
             f"zombied explain: which namespace is pod {name!r} in? "
             f"give -n NAMESPACE {name}, or NAMESPACE/{name}"
         )
-    return namespace, name
+    if slash and namespace not in (None, named):
+        raise ConfigError(
+            f"--namespace: {text!r} is in namespace {named}, not {namespace}; "
+            "give the namespace once"
+        )
+    named = named if slash else namespace or ""
+    if not (_DNS_LABEL.fullmatch(named) and _DNS_SUBDOMAIN.fullmatch(name)):
+        raise ConfigError(
+            f"zombied explain: must be POD or NAMESPACE/POD, like team-a/web-0, got {text!r}"
+        )
+    return named, name
 
 
 def _check_lease_timing(duration: float, deadline: float, retry: float) -> None:

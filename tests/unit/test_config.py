@@ -468,7 +468,7 @@ class TestFlagErrors:
             (("/web-0",), "zombied explain: must be POD or NAMESPACE/POD"),
             (("Team/web",), "zombied explain: must be POD or NAMESPACE/POD"),
             (("a/b/c",), "zombied explain: must be POD or NAMESPACE/POD"),
-            (("Web_0", "-n", "a"), "zombied explain: must be a pod name, like web-0"),
+            (("Web_0", "-n", "a"), "zombied explain: must be POD or NAMESPACE/POD"),
             ((), "zombied explain: which pod? give POD -n NAMESPACE, or NAMESPACE/POD"),
             (("a/b", "c/d"), "c/d: unexpected argument for 'zombied explain'"),
             (

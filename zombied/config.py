@@ -51,7 +51,6 @@ __all__ = [
     "COMMANDS",
     "OPTIONS",
     "AnyConfig",
-    "CommonConfig",
     "Config",
     "DryRun",
     "ExplainConfig",
@@ -62,7 +61,6 @@ __all__ = [
     "build_parser",
     "format_duration",
     "load_config",
-    "options_for",
     "parse_duration",
     "parse_label_selector",
 ]
@@ -218,24 +216,17 @@ def _min_age(text: str) -> float:
     return check_min_age(parse_duration(text))
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"must be a number > 0, got {text!r}")
-    return value
+def _positive(convert: Callable[[str], float], words: str) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text.strip())
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"must be {words}, got {text!r}")
+        return value
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"must be a whole number >= 1, got {text!r}")
-    return value
+    return parse
 
 
 def _boolean(text: str) -> bool:
@@ -243,12 +234,6 @@ def _boolean(text: str) -> bool:
     if lowered not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
         raise ValueError(f"must be true or false, got {text!r}")
     return lowered in ("true", "1", "yes", "on")
-
-
-def _non_empty(text: str) -> str:
-    if not text.strip():
-        raise ValueError("must not be empty")
-    return text.strip()
 
 
 def _dry_run(text: str) -> DryRun:
@@ -351,6 +336,8 @@ def _one_of(*choices: str, aliases: Mapping[str, str] | None = None) -> Value:
 _DURATION: Final = Value(parse_duration, "DURATION", str | float)
 _POSITIVE_DURATION: Final = dataclasses.replace(_DURATION, parse=_at_least(0.001))
 _NAMESPACE: Final = Value(_matching(_DNS_LABEL, "a valid namespace name"), "NS")
+_COUNT: Final = Value(_positive(int, "a whole number >= 1"), "N", int)
+_NON_EMPTY: Final = _matching(re.compile(r"\S.*", re.DOTALL), "a non-empty string")
 _SWITCH: Final = Value(_boolean, "true|false", bool, const="true")
 _NAMES: Final = Value(_namespaces, "NS,...", str | list[str])
 
@@ -416,13 +403,13 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "kubeconfig",
-        Value(_non_empty, "PATH"),
+        Value(_NON_EMPTY, "PATH"),
         None,
         "kubeconfig file; default: in-cluster service account, else $KUBECONFIG or ~/.kube/config",
         default_text="auto",
     ),
     Option(
-        "context", Value(_non_empty, "NAME"), None, "kubeconfig context", default_text="current"
+        "context", Value(_NON_EMPTY, "NAME"), None, "kubeconfig context", default_text="current"
     ),
     Option(
         "namespaces",
@@ -496,7 +483,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "qps",
-        Value(_positive_float, "QPS", float),
+        Value(_positive(float, "a number > 0"), "QPS", float),
         "20",
         "pod DELETE requests per second at most; 429s, 5xx and timeouts lower the rate at "
         "once, quiet seconds raise it back. Bounds DELETEs only: Reaped Events have their "
@@ -506,14 +493,14 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "burst",
-        Value(_positive_int, "BURST", int),
+        dataclasses.replace(_COUNT, metavar="BURST"),
         "100",
         "pod DELETE requests allowed back to back (most of a node's 110 pods at once)",
         _DELETING,
     ),
     Option(
         "max_in_flight",
-        Value(_positive_int, "N", int),
+        _COUNT,
         "4",
         "concurrent DELETE requests (delete workers)",
         _DELETING,
@@ -649,11 +636,8 @@ _ELSEWHERE: Final = {
 
 
 def build_parser(command: str) -> argparse.ArgumentParser:
-    """The parser that prints ``zombied COMMAND --help``.
-
-    The arguments themselves are read by `_read_argv`: argparse would take the value of
-    ``--min-age -1s`` for a flag, and exits where zombied must say one line.
-    """
+    """The parser that prints ``zombied COMMAND --help``; `_read_argv` reads the arguments,
+    since argparse would take the value of ``--min-age -1s`` for a flag."""
     options = options_for(command)
     parser = argparse.ArgumentParser(
         prog=f"zombied {command}",

@@ -410,8 +410,8 @@ class TestFlagErrors:
             (("--lease-namespace", "a.b"), "--lease-namespace: must be a valid namespace name"),
             (("--lease-duration", "0s"), "--lease-duration: must be at least 1ms, got '0s'"),
             (("--watch-timeout", "500ms"), "--watch-timeout: must be at least 1s"),
-            (("--kubeconfig", ""), "--kubeconfig: must not be empty"),
-            (("--context", " "), "--context: must not be empty"),
+            (("--kubeconfig", ""), "--kubeconfig: must be a non-empty string"),
+            (("--context", " "), "--context: must be a non-empty string"),
             (("--qps",), "--qps: expected one argument"),
             (("--bogus=1",), "--bogus: unknown option for 'zombied run'"),
             (("--q", "1"), "--q: unknown option for 'zombied run'"),  # no abbreviations

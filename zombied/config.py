@@ -272,6 +272,9 @@ def _matching(pattern: re.Pattern[str], words: str) -> Callable[[str], str]:
     return parse
 
 
+_non_empty: Final = _matching(re.compile(r"\S.*", re.DOTALL), "a non-empty string")
+
+
 def _rules(text: str) -> tuple[tuple[str, float | None], ...]:
     """``node-shutdown,evicted=10m``: rules enabled by name, each with an optional min age.
 
@@ -337,7 +340,6 @@ _DURATION: Final = Value(parse_duration, "DURATION", str | float)
 _POSITIVE_DURATION: Final = dataclasses.replace(_DURATION, parse=_at_least(0.001))
 _NAMESPACE: Final = Value(_matching(_DNS_LABEL, "a valid namespace name"), "NS")
 _COUNT: Final = Value(_positive(int, "a whole number >= 1"), "N", int)
-_NON_EMPTY: Final = _matching(re.compile(r"\S.*", re.DOTALL), "a non-empty string")
 _SWITCH: Final = Value(_boolean, "true|false", bool, const="true")
 _NAMES: Final = Value(_namespaces, "NS,...", str | list[str])
 
@@ -403,13 +405,13 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "kubeconfig",
-        Value(_NON_EMPTY, "PATH"),
+        Value(_non_empty, "PATH"),
         None,
         "kubeconfig file; default: in-cluster service account, else $KUBECONFIG or ~/.kube/config",
         default_text="auto",
     ),
     Option(
-        "context", Value(_NON_EMPTY, "NAME"), None, "kubeconfig context", default_text="current"
+        "context", Value(_non_empty, "NAME"), None, "kubeconfig context", default_text="current"
     ),
     Option(
         "namespaces",

@@ -736,7 +736,7 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
     from_env = {
         option.name: _parse(option, environ[option.env], f"{option.flag} (from {option.env})")
         for option in OPTIONS
-        if option.env is not None and option.name != "config" and option.env in environ
+        if option.env is not None and option.env in environ
     }
     given = {o.name: _parse(o, flags[o.name], o.flag) for o in OPTIONS if o.name in flags}
     values: dict[str, Any] = {"config_file": config_file}

@@ -114,6 +114,13 @@ class TestDefaults:
         # What every command judges pods by, under the names the daemon reads.
         assert {"namespaces", "exclude_namespaces", "label_selector", "rules"} <= names
 
+    def test_the_rules_select_the_pods_the_configuration_names(self) -> None:
+        config = run("--namespaces", "a,b", "--exclude-namespaces", "c", "-l", "app")
+        assert config.rules.scope == Selection(("a", "b"), ("c",), "app")
+        # However a configuration is made: the selection cannot drift from its fields.
+        moved = replace(config, namespaces=("d",), label_selector="")
+        assert moved.rules.scope == Selection(("d",), ("c",), "")
+
     def test_every_option_has_a_flag_and_an_env_unless_flag_only(self) -> None:
         for option in OPTIONS:
             assert option.flag == "--" + option.name.replace("_", "-")

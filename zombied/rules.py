@@ -533,7 +533,6 @@ def build_rules(
     *,
     min_age: float,
     exclude_owner_kinds: Iterable[str] = (),
-    scope: Selection | None = None,
 ) -> RuleSet:
     """The enabled rules, from the file's ``specs`` and the names ``enabled`` (``--rules``).
 
@@ -562,7 +561,7 @@ def build_rules(
         age = next(age for age in (given, own, OWN_MIN_AGES.get(name), min_age) if age is not None)
         rules.append(Rule(name, age, pattern))
     try:
-        return RuleSet(tuple(rules), frozenset(exclude_owner_kinds), scope or Selection())
+        return RuleSet(tuple(rules), frozenset(exclude_owner_kinds))
     except ValueError as exc:
         raise RuleError("name", str(exc)) from None
 

@@ -89,18 +89,15 @@ def test_add_error_validates(bad: dict[str, float]) -> None:
         Faults().add_error(**bad)  # type: ignore[arg-type]
 
 
-def test_cut_after_n_events() -> None:
+@pytest.mark.parametrize(
+    ("n", "repeat", "cuts"),
+    [(3, False, [False, False, True, False, False, False]), (2, True, [False, True] * 3)],
+)
+def test_cut_after_n_events(n: int, repeat: bool, cuts: list[bool]) -> None:
     faults = Faults()
-    faults.cut_watches_after(3)
-    assert [faults.on_watch_event() for _ in range(5)] == [False, False, True, False, False]
-    assert faults.cut_generation == 1
-
-
-def test_cut_after_n_events_repeating() -> None:
-    faults = Faults()
-    faults.cut_watches_after(2, repeat=True)
-    assert [faults.on_watch_event() for _ in range(6)] == [False, True] * 3
-    assert faults.cut_generation == 3
+    faults.cut_watches_after(n, repeat=repeat)
+    assert [faults.on_watch_event() for _ in range(6)] == cuts
+    assert faults.cut_generation == sum(cuts)
 
 
 async def test_wait_cut_returns_at_once_for_an_older_generation() -> None:
@@ -204,18 +201,12 @@ def test_apply_spec_returns_the_rule() -> None:
     [
         ("boom:x=1", "unknown kind 'boom'"),
         ("error:status=abc", "status must be an integer, got 'abc'"),
-        ("error:status=200", "status must be an HTTP error code"),
         ("error:fraction=2", "fraction must be between 0 and 1"),
-        ("error:fraction=nan", "fraction must be finite"),
         ("error:seconds=1", "unknown option 'seconds' for error"),
         ("error:verb", "expected key=value, got 'verb'"),
-        ("error:verb=get,verb=list", "option 'verb' given twice"),
         ("latency:verb=list", "latency needs seconds="),
-        ("latency:seconds=-1", "seconds must be >= 0"),
         ("cut-every:", "seconds must be a number"),
-        ("cut-every:0", "seconds must be > 0"),
         ("cut-after:x", "events must be an integer"),
-        ("cut-after:0", "n_events must be >= 1"),
         ("cut-after:3,sometimes", "unknown flag 'sometimes'"),
         ("cut-now:1", "cut-now takes no arguments"),
     ],

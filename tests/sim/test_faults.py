@@ -157,43 +157,30 @@ async def test_cut_every_takes_effect_for_blocked_waiters() -> None:
     assert faults.cut_generation == 1
 
 
-def test_from_spec_error_and_latency() -> None:
-    faults = Faults.from_spec(
-        "error:verb=delete,resource=pods,status=503,fraction=0.2,retry_after=1,count=4;"
-        " latency:verb=list,seconds=0.05"
+def test_specs_in_the_command_line_syntax() -> None:
+    faults = Faults()
+    error = faults.apply_spec(
+        "error:verb=delete,resource=pods,status=503,fraction=0.2,retry_after=1,count=4"
     )
-    error, latency = faults.rules
-    assert (error.kind, error.verb, error.resource, error.status) == (
-        "error",
+    assert error is not None
+    assert (error.verb, error.resource, error.status, error.fraction) == (
         "delete",
         "pods",
         503,
+        0.2,
     )
-    assert (error.fraction, error.retry_after, error.remaining) == (0.2, 1.0, 4)
-    assert (latency.kind, latency.verb, latency.resource, latency.seconds) == (
-        "latency",
-        "list",
-        "*",
-        0.05,
-    )
-
-
-def test_from_spec_cuts() -> None:
-    faults = Faults.from_spec("cut-after:2")
-    assert [faults.on_watch_event() for _ in range(3)] == [False, True, False]
-    faults = Faults.from_spec("cut-after:1,repeat;cut-now")
-    assert faults.cut_generation == 1
-    assert faults.on_watch_event() is True
-    assert faults.on_watch_event() is True
-    assert Faults.from_spec("cut-every:5").rules == ()
-
-
-def test_apply_spec_returns_the_rule() -> None:
-    faults = Faults()
-    rule = faults.apply_spec("error:status=429")
-    assert rule is not None
-    assert rule.retry_after == DEFAULT_RETRY_AFTER
+    assert (error.retry_after, error.remaining) == (1.0, 4)
+    latency = faults.apply_spec("latency:verb=list,seconds=0.05")
+    assert latency is not None
+    assert (latency.verb, latency.resource, latency.seconds) == ("list", "*", 0.05)
+    throttled = faults.apply_spec("error:status=429")
+    assert throttled is not None
+    assert throttled.retry_after == DEFAULT_RETRY_AFTER
     assert faults.apply_spec("cut-every:0.5") is None
+    assert faults.apply_spec("cut-after:1,repeat") is None
+    assert faults.apply_spec("cut-now") is None
+    assert faults.cut_generation == 1
+    assert [faults.on_watch_event() for _ in range(2)] == [True, True]
 
 
 @pytest.mark.parametrize(
@@ -213,6 +200,6 @@ def test_apply_spec_returns_the_rule() -> None:
 )
 def test_bad_specs_are_one_line_value_errors(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=r"^bad fault spec ") as info:
-        Faults.from_spec(spec)
+        Faults().apply_spec(spec)
     assert message in str(info.value)
     assert "\n" not in str(info.value)

@@ -156,18 +156,17 @@ class Simulator:
         self._runner = None
         self._listener = None
 
-    async def restart(self, down_for: float = 0.0, *, spare: object = None) -> None:
+    async def restart(self, down_for: float = 0.0) -> None:
         """Cut every open connection, like an apiserver restart; state survives.
 
         With ``down_for`` the port refuses connections for that many seconds.
-        ``spare`` is a transport to leave open (the control request asking for this).
         """
         listener = self._listener
         assert listener is not None
         self.server.cut_watches()
         if down_for > 0:
             listener.stop_accepting()
-        listener.close_connections(spare=spare)
+        listener.close_connections()
         if down_for > 0:
             await asyncio.sleep(down_for)
             await listener.start(self.host, self.port)

@@ -135,9 +135,6 @@ class Authorizer:
         name = user or service_account_user(text, source=str(path)) or "restricted"
         return self.add_user(name, rules)
 
-    def rules_for(self, user: str) -> tuple[PolicyRule, ...]:
-        return self._rules.get(user, ())
-
     def is_admin(self, user: str | None) -> bool:
         return user == ADMIN_USER
 

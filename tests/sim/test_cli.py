@@ -12,7 +12,7 @@ import pytest
 import yaml
 from anyio.abc import Process
 
-from kubesim.__main__ import build_parser, main
+from kubesim.__main__ import main
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.subprocess
@@ -107,27 +107,6 @@ async def test_rbac_scenario_and_fault_options(tmp_path: Path) -> None:
                 assert "cannot list resource" in (await resp.json())["message"]
     finally:
         assert await stop(process) == 0
-
-
-def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["--help"])
-    assert info.value.code == 0
-    out = capsys.readouterr().out
-    for option in (
-        "--host",
-        "--port",
-        "--kubeconfig",
-        "--scenario",
-        "--rbac",
-        "--fault",
-        "--tls",
-        "--seed",
-        "--history-window",
-        "--bookmark-interval",
-    ):
-        assert option in out
-    assert build_parser().prog
 
 
 @pytest.mark.parametrize(

@@ -252,12 +252,21 @@ async def test_the_simulator_recreates_a_deleted_statefulset_pod(sim: Simulator)
     assert pod["metadata"]["uid"] != web0.uid
 
 
-def test_preempt_validates_first(store: Store, cluster: Cluster) -> None:
+@pytest.mark.parametrize(
+    ("change", "node", "options", "message"),
+    [
+        ("preempt", "node-0", {"variant": "nope"}, "variant"),
+        ("preempt", "node-9", {}, "no node 'node-9'"),
+        ("return_node", "node-0", {"reasons": ("Bogus",)}, "reason must be"),
+        ("return_node", "node-9", {}, "no node 'node-9'"),
+    ],
+)
+def test_node_changes_validate_first(
+    store: Store, cluster: Cluster, change: str, node: str, options: dict[str, Any], message: str
+) -> None:
     cluster.build()
-    with pytest.raises(ValueError, match="variant"):
-        cluster.preempt("node-0", variant="nope")
-    with pytest.raises(ValueError, match="no node"):
-        cluster.preempt("node-9")
+    with pytest.raises(ValueError, match=message):
+        getattr(cluster, change)(node, **options)
     assert {p["status"]["phase"] for p in store.list("pods")} == {"Running"}
 
 
@@ -376,12 +385,3 @@ def test_return_node_rejects_the_running_pods(store: Store, cluster: Cluster) ->
         assert pod["status"]["phase"] == "Running"
         assert pod["spec"]["nodeName"] != "node-0"
     assert [r.name for r in result.awaiting_replacement] == ["web-0"]
-
-
-def test_return_node_validates_first(store: Store, cluster: Cluster) -> None:
-    cluster.build()
-    with pytest.raises(ValueError, match="reason must be"):
-        cluster.return_node("node-0", reasons=("Bogus",))
-    with pytest.raises(ValueError, match="no node 'node-9'"):
-        cluster.return_node("node-9")
-    assert all(p["status"]["phase"] == "Running" for p in store.list("pods"))

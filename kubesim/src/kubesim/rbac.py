@@ -29,7 +29,6 @@ import yaml
 WILDCARD = "*"
 ADMIN_USER = "system:admin"
 #: Message (and reason) of the apiserver's 401 answer.
-UNAUTHORIZED_MESSAGE = "Unauthorized"
 
 
 class InvalidRbac(ValueError):

@@ -63,7 +63,6 @@ class WatchStream:
         self.cut_requested = False
         self.client_gone = False
         self.bytes = 0
-        self.events = 0
 
     def cut(self) -> None:
         self.cut_requested = True
@@ -158,7 +157,6 @@ class WatchStream:
         data = b"".join(lines)
         await response.write(data)
         self.bytes += len(data)
-        self.events += len(lines)
         return self._count_events(len(lines))
 
     async def _stream(

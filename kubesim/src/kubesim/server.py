@@ -31,6 +31,7 @@ from kubesim.requestlog import RequestLog, RequestRecord
 from kubesim.selectors import Selector, parse_selector
 from kubesim.status import (
     ApiError,
+    Cause,
     bad_request,
     forbidden,
     injected,
@@ -141,7 +142,7 @@ def _decode(raw: bytes, content_type: str) -> Any:
 
 def _validate_delete_options(options: JSONDict) -> None:
     """The apiserver's ValidateDeleteOptions: 422 Invalid, naming every bad field."""
-    causes: list[tuple[str, str, str]] = []
+    causes: list[Cause] = []
     policy = options.get("propagationPolicy")
     if policy is not None and options.get("orphanDependents") is not None:
         causes.append(
@@ -252,75 +253,40 @@ class ListOptions:
     send_initial: bool | None
 
 
-def _forbidden(field: str, why: str) -> tuple[str, str, str]:
-    return (field, "FieldValueForbidden", f"Forbidden: {why}")
-
-
-def _not_supported(field: str, value: str, supported: tuple[str, ...]) -> tuple[str, str, str]:
-    shown = ", ".join(f'"{s}"' for s in supported)
-    return (
-        field,
-        "FieldValueNotSupported",
-        f'Unsupported value: "{value}": supported values: {shown}',
-    )
-
-
-def _option_causes(
-    opts: ListOptions, version: Version, *, watch: bool
-) -> list[tuple[str, str, str]]:
+def _option_causes(opts: ListOptions, version: Version, *, watch: bool) -> list[Cause]:
     """ValidateListOptions of the imitated version: what makes a LIST or WATCH a 422."""
-    causes: list[tuple[str, str, str]] = []
-    match, send_initial = opts.match, opts.send_initial
-    if watch and send_initial is not None and match != NOT_OLDER_THAN:
-        causes.append(
-            _forbidden(
-                "resourceVersionMatch",
-                f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}",
-            )
-        )
+    causes: list[Cause] = []
+    match, initial = opts.match, opts.send_initial
+
+    def forbid(why: str, field: str = "resourceVersionMatch") -> None:
+        causes.append((field, "FieldValueForbidden", f"Forbidden: {why}"))
+
+    def only(*supported: str) -> None:
+        if match not in supported:
+            shown = ", ".join(f'"{value}"' for value in supported)
+            message = f'Unsupported value: "{match}": supported values: {shown}'
+            causes.append(("resourceVersionMatch", "FieldValueNotSupported", message))
+
+    if watch and initial is not None and match != NOT_OLDER_THAN:
+        forbid(f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}")
     if match and watch and version.watch_list:
-        if send_initial is None:
-            causes.append(
-                _forbidden(
-                    "resourceVersionMatch",
-                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
-                    "provided",
-                )
+        if initial is None:
+            forbid(
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
             )
-        if match != NOT_OLDER_THAN:
-            causes.append(_not_supported("resourceVersionMatch", match, (NOT_OLDER_THAN,)))
+        only(NOT_OLDER_THAN)
     elif match:
         if watch:
-            causes.append(
-                _forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch")
-            )
+            forbid("resourceVersionMatch is forbidden for watch")
         if not opts.resource_version:
-            causes.append(
-                _forbidden(
-                    "resourceVersionMatch",
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                )
-            )
-        if match not in ("Exact", NOT_OLDER_THAN):
-            causes.append(
-                _not_supported("resourceVersionMatch", match, ("Exact", NOT_OLDER_THAN, ""))
-            )
+            forbid("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        only("Exact", NOT_OLDER_THAN, "")
         if match == "Exact" and opts.resource_version == "0":
-            causes.append(
-                _forbidden(
-                    "resourceVersionMatch",
-                    'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
-                )
-            )
+            forbid('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
     if match and opts.token:
-        causes.append(
-            _forbidden(
-                "resourceVersionMatch",
-                "resourceVersionMatch is forbidden when continue is provided",
-            )
-        )
-    if not watch and send_initial is not None:
-        causes.append(_forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+        forbid("resourceVersionMatch is forbidden when continue is provided")
+    if not watch and initial is not None:
+        forbid("sendInitialEvents is forbidden for list", "sendInitialEvents")
     return causes
 
 
@@ -349,11 +315,14 @@ def _list_options(query: Any, resource: str, version: Version, *, watch: bool) -
     if causes:
         raise invalid_options("ListOptions.meta.k8s.io", causes)
     raw = opts.resource_version
-    if raw in ("", "0") if watch else (not raw or opts.token):
+    # A watch from "0" starts from the current state; a continued list from its token.
+    if not raw or (watch and raw == "0") or (not watch and opts.token):
         return opts
     if not _UNSIGNED.fullmatch(raw):
-        why = f'resourceVersion: Invalid value: "{raw}": strconv.ParseUint: parsing "{raw}": '
-        why += "invalid syntax"
+        why = (
+            f'resourceVersion: Invalid value: "{raw}": strconv.ParseUint: parsing "{raw}": '
+            "invalid syntax"
+        )
         if watch:
             raise undecodable(why)
         if opts.limit or opts.match == "Exact":

@@ -1,14 +1,14 @@
 """The API server under contract: the simulator and a real kube-apiserver, or any cluster.
 
-Every contract test runs against the simulator imitating each version it knows
-(``[kubesim-1.20]``, ``[kubesim-current]``) and against a real kube-apiserver v1.20.2
-with etcd (``tests/realserver``, ``[kube-apiserver-v1.20.2]``). Set
+Every contract test runs against ``kubesim`` imitating each version and a real kube-apiserver
+v1.20.2 with etcd (``tests/realserver``); the test id names the server
+(``[kubesim-1.20]``, ``[kubesim-current]`` / ``[kube-apiserver-v1.20.2]``). Set
 ``ZOMBIED_CONTRACT_KUBECONFIG`` to run the contract against any other cluster instead
 (id ``[external]``). Tests that need fault injection, compaction or the request log ask
 for ``sim_only`` and skip on a real server.
 
 Where server versions differ, a test states what holds on all of them, or what each
-allows with :func:`by_version`.
+version answers with :func:`by_version`.
 """
 
 from __future__ import annotations

@@ -383,3 +383,22 @@ async def test_send_initial_events_alone(server: Server, api: ApiClient, namespa
         query=[("watch", "true"), ("sendInitialEvents", "true"), ("timeoutSeconds", "1")],
     )
     assert code in by_version(server, v1_20=200, current=422)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        [("resourceVersionMatch", "Exact")],
+        [("resourceVersionMatch", "Sometimes"), ("resourceVersion", "1")],
+        [("resourceVersionMatch", "Exact"), ("resourceVersion", "0")],
+    ],
+    ids=["without-resource-version", "unsupported", "exact-0"],
+)
+async def test_invalid_resource_version_match_on_list_is_invalid(
+    api: ApiClient, namespace: str, query: list[tuple[str, str]]
+) -> None:
+    code, body = await raw(api, "GET", f"/api/v1/namespaces/{namespace}/pods", query=query)
+    status = json.loads(body)
+    assert (code, status["reason"]) == (422, "Invalid")
+    assert status["message"].startswith('ListOptions.meta.k8s.io "" is invalid: ')
+    assert [c["field"] for c in status["details"]["causes"]] == ["resourceVersionMatch"]

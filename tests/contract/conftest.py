@@ -1,13 +1,14 @@
 """The API server under contract: the simulator and a real kube-apiserver, or any cluster.
 
-Every contract test runs twice: against ``kubesim`` and against a real kube-apiserver
+Every contract test runs against ``kubesim`` imitating each version and a real kube-apiserver
 v1.20.2 with etcd (``tests/realserver``); the test id names the server
-(``[kubesim]`` / ``[kube-apiserver-v1.20.2]``). Set ``ZOMBIED_CONTRACT_KUBECONFIG`` to
-run the contract against any other cluster instead (id ``[external]``). Tests that
-need fault injection, compaction or the request log ask for ``sim_only`` and skip on
-a real server.
+(``[kubesim-1.20]``, ``[kubesim-current]`` / ``[kube-apiserver-v1.20.2]``). Set
+``ZOMBIED_CONTRACT_KUBECONFIG`` to run the contract against any other cluster instead
+(id ``[external]``). Tests that need fault injection, compaction or the request log ask
+for ``sim_only`` and skip on a real server.
 
-Where server versions differ, a test states what holds on all of them.
+Where server versions differ, a test states what holds on all of them, or what each
+version answers with :func:`by_version`.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kubesim import Simulator
+from kubesim import VERSIONS, Simulator
 from tests.helpers import eventually
 from tests.realserver.cluster import NAME as REAL
 from tests.realserver.fixtures import ON_REAL_SERVER
 
 ENV = "ZOMBIED_CONTRACT_KUBECONFIG"
 SIM = "kubesim"
+#: One simulator param per version it imitates: ``kubesim-1.20``, ``kubesim-current``.
+SIMS = {f"{SIM}-{name}": name for name in VERSIONS}
 EXTERNAL = "external"
 
 
@@ -39,12 +42,17 @@ EXTERNAL = "external"
 class Server:
     kubeconfig: Path
     sim: Simulator | None
-    #: How the test report names it: ``kubesim``, ``kube-apiserver-v1.20.2``, ``external``.
+    #: How the test report names it: ``kubesim-1.20``, ``kube-apiserver-v1.20.2``, ``external``.
     name: str = SIM
 
     @property
     def real(self) -> bool:
         return self.sim is None
+
+    @property
+    def imitates(self) -> str | None:
+        """The version the simulator imitates (``"1.20"``, ``"current"``); None for a real one."""
+        return None if self.sim is None else self.sim.version.name
 
 
 def server_params() -> list[Any]:
@@ -52,7 +60,8 @@ def server_params() -> list[Any]:
     if os.environ.get(ENV):
         return [pytest.param(EXTERNAL, id=EXTERNAL)]
     # Every test of the real server runs in one process (under pytest-xdist): one server.
-    return [pytest.param(SIM, id=SIM), pytest.param(REAL, id=REAL, marks=ON_REAL_SERVER)]
+    sims = [pytest.param(name, id=name) for name in SIMS]
+    return [*sims, pytest.param(REAL, id=REAL, marks=ON_REAL_SERVER)]
 
 
 def real_kubeconfig(request: pytest.FixtureRequest) -> Path | None:
@@ -79,8 +88,15 @@ async def server(
     if kubeconfig is not None:
         yield Server(kubeconfig, None, name)
         return
-    async with Simulator(bookmark_interval=0.2, tls=True) as sim:
-        yield Server(sim.write_kubeconfig(tmp_path / "kubeconfig"), sim)
+    async with Simulator(bookmark_interval=0.2, tls=True, imitate=SIMS[name]) as sim:
+        yield Server(sim.write_kubeconfig(tmp_path / "kubeconfig"), sim, name)
+
+
+def by_version(server: Server, *, v1_20: Any, current: Any) -> set[Any]:
+    """The answers allowed on ``server``: the imitated version's, or either of them."""
+    if server.imitates is None:
+        return {v1_20, current}
+    return {v1_20 if server.imitates == "1.20" else current}
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubesim import Simulator
-from tests.contract.conftest import Server, make_pod, real_kubeconfig, server_params
+from tests.contract.conftest import SIMS, Server, make_pod, real_kubeconfig, server_params
 
 # One simulator (and event loop) for the whole module: each kubectl run is a
 # process start plus discovery, so a fresh server per test would double the cost.
@@ -79,8 +79,9 @@ async def server(
     if kubeconfig is not None:
         yield Server(kubeconfig, None, name)
         return
-    async with Simulator(bookmark_interval=0.2, tls=True) as sim:
-        yield Server(sim.write_kubeconfig(tmp_path_factory.mktemp("sim") / "kubeconfig"), sim)
+    async with Simulator(bookmark_interval=0.2, tls=True, imitate=SIMS[name]) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("sim") / "kubeconfig")
+        yield Server(kubeconfig, sim, name)
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -11,7 +11,16 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.contract.conftest import checked, make_pod, raw, set_phase, status_of, watch_lines
+from tests.contract.conftest import (
+    Server,
+    by_version,
+    checked,
+    make_pod,
+    raw,
+    set_phase,
+    status_of,
+    watch_lines,
+)
 from tests.helpers import eventually
 
 
@@ -221,6 +230,18 @@ async def test_unsupported_field_selector_is_a_bad_request(
     assert "field label not supported: spec.bogus" in status["message"]
 
 
+async def test_field_selector_on_host_network_is_known_since_1_28(
+    server: Server, core: client.CoreV1Api, namespace: str
+) -> None:
+    await make_pod(core, namespace, "p")
+    resp = await core.list_namespaced_pod(
+        namespace, field_selector="spec.hostNetwork=false", _preload_content=False
+    )
+    assert resp.status in by_version(server, v1_20=400, current=200)
+    if resp.status == 200:
+        assert [p["metadata"]["name"] for p in (await checked(resp))["items"]] == ["p"]
+
+
 @pytest.mark.parametrize("selector", ["a in (", "a b", "=x", "a,,b", "k=v=w"])
 async def test_invalid_label_selector_is_a_bad_request(
     core: client.CoreV1Api, namespace: str, selector: str
@@ -239,11 +260,11 @@ async def test_invalid_label_selector_is_a_bad_request(
 
 @pytest.mark.parametrize("rv", ["abc", "-1", "1.5", " 7"])
 async def test_unparsable_resource_version_on_list_is_refused(
-    core: client.CoreV1Api, namespace: str, rv: str
+    server: Server, core: client.CoreV1Api, namespace: str, rv: str
 ) -> None:
     with pytest.raises(ApiException) as info:
         await core.list_namespaced_pod(namespace, resource_version=rv)
-    assert info.value.status in (400, 500)
+    assert info.value.status in by_version(server, v1_20=500, current=400)
     assert "resourceVersion" in status_of(info.value)["message"]
     with pytest.raises(ApiException) as info:
         await core.list_namespaced_pod(namespace, resource_version=rv, limit=5)
@@ -323,3 +344,61 @@ async def test_watch_sees_pods_in_its_namespace_only(
     finally:
         await core.delete_namespace(other)
     await eventually(lambda: True)
+
+
+# A streaming list (WatchList): the current state as ADDED events, then a BOOKMARK marked
+# as their end. 1.20 refuses resourceVersionMatch on any watch (422) and does not know
+# sendInitialEvents, so it ignores it alone; newer servers refuse it without
+# resourceVersionMatch=NotOlderThan.
+
+
+async def test_streaming_list_sends_the_state_then_a_marked_bookmark(
+    server: Server, api: ApiClient, core: client.CoreV1Api, namespace: str
+) -> None:
+    await make_pod(core, namespace, "p")
+    query = [
+        ("watch", "true"),
+        ("sendInitialEvents", "true"),
+        ("resourceVersionMatch", "NotOlderThan"),
+        ("allowWatchBookmarks", "true"),
+        ("timeoutSeconds", "2"),
+    ]
+    with anyio.fail_after(10):
+        code, body = await raw(api, "GET", f"/api/v1/namespaces/{namespace}/pods", query=query)
+    assert code in by_version(server, v1_20=422, current=200)
+    if code == 422:
+        assert json.loads(body)["reason"] == "Invalid"
+        return
+    events = [json.loads(line) for line in body.splitlines() if line.strip()]
+    assert names(events[:2]) == [("ADDED", "p"), ("BOOKMARK", "")]
+    annotations = events[1]["object"]["metadata"]["annotations"]
+    assert annotations == {"k8s.io/initial-events-end": "true"}
+
+
+async def test_send_initial_events_alone(server: Server, api: ApiClient, namespace: str) -> None:
+    code, _ = await raw(
+        api,
+        "GET",
+        f"/api/v1/namespaces/{namespace}/pods",
+        query=[("watch", "true"), ("sendInitialEvents", "true"), ("timeoutSeconds", "1")],
+    )
+    assert code in by_version(server, v1_20=200, current=422)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        [("resourceVersionMatch", "Exact")],
+        [("resourceVersionMatch", "Sometimes"), ("resourceVersion", "1")],
+        [("resourceVersionMatch", "Exact"), ("resourceVersion", "0")],
+    ],
+    ids=["without-resource-version", "unsupported", "exact-0"],
+)
+async def test_invalid_resource_version_match_on_list_is_invalid(
+    api: ApiClient, namespace: str, query: list[tuple[str, str]]
+) -> None:
+    code, body = await raw(api, "GET", f"/api/v1/namespaces/{namespace}/pods", query=query)
+    status = json.loads(body)
+    assert (code, status["reason"]) == (422, "Invalid")
+    assert status["message"].startswith('ListOptions.meta.k8s.io "" is invalid: ')
+    assert [c["field"] for c in status["details"]["causes"]] == ["resourceVersionMatch"]

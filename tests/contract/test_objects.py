@@ -11,7 +11,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.contract.conftest import make_pod, pod_manifest, raw, status_of
+from tests.contract.conftest import Server, by_version, make_pod, pod_manifest, raw, status_of
 
 
 async def test_get_missing_pod_is_not_found(core: client.CoreV1Api, namespace: str) -> None:
@@ -202,6 +202,14 @@ async def test_unknown_resource_path_is_not_found(api: ApiClient) -> None:
     status: dict[str, Any] = json.loads(body)
     assert status["kind"] == "Status"
     assert status["reason"] == "NotFound"
+
+
+async def test_version_names_the_release(server: Server, api: ApiClient) -> None:
+    code, body = await raw(api, "GET", "/version")
+    assert code == 200
+    info = json.loads(body)
+    assert info["gitVersion"] in by_version(server, v1_20="v1.20.2", current="v1.37.2")
+    assert info["gitVersion"].startswith(f"v{info['major']}.{info['minor']}.")
 
 
 async def test_request_without_credentials_is_refused(server: Any) -> None:

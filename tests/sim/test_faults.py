@@ -89,18 +89,15 @@ def test_add_error_validates(bad: dict[str, float]) -> None:
         Faults().add_error(**bad)  # type: ignore[arg-type]
 
 
-def test_cut_after_n_events() -> None:
+@pytest.mark.parametrize(
+    ("n", "repeat", "cuts"),
+    [(3, False, [False, False, True, False, False, False]), (2, True, [False, True] * 3)],
+)
+def test_cut_after_n_events(n: int, repeat: bool, cuts: list[bool]) -> None:
     faults = Faults()
-    faults.cut_watches_after(3)
-    assert [faults.on_watch_event() for _ in range(5)] == [False, False, True, False, False]
-    assert faults.cut_generation == 1
-
-
-def test_cut_after_n_events_repeating() -> None:
-    faults = Faults()
-    faults.cut_watches_after(2, repeat=True)
-    assert [faults.on_watch_event() for _ in range(6)] == [False, True] * 3
-    assert faults.cut_generation == 3
+    faults.cut_watches_after(n, repeat=repeat)
+    assert [faults.on_watch_event() for _ in range(6)] == cuts
+    assert faults.cut_generation == sum(cuts)
 
 
 async def test_wait_cut_returns_at_once_for_an_older_generation() -> None:
@@ -160,43 +157,30 @@ async def test_cut_every_takes_effect_for_blocked_waiters() -> None:
     assert faults.cut_generation == 1
 
 
-def test_from_spec_error_and_latency() -> None:
-    faults = Faults.from_spec(
-        "error:verb=delete,resource=pods,status=503,fraction=0.2,retry_after=1,count=4;"
-        " latency:verb=list,seconds=0.05"
+def test_specs_in_the_command_line_syntax() -> None:
+    faults = Faults()
+    error = faults.apply_spec(
+        "error:verb=delete,resource=pods,status=503,fraction=0.2,retry_after=1,count=4"
     )
-    error, latency = faults.rules
-    assert (error.kind, error.verb, error.resource, error.status) == (
-        "error",
+    assert error is not None
+    assert (error.verb, error.resource, error.status, error.fraction) == (
         "delete",
         "pods",
         503,
+        0.2,
     )
-    assert (error.fraction, error.retry_after, error.remaining) == (0.2, 1.0, 4)
-    assert (latency.kind, latency.verb, latency.resource, latency.seconds) == (
-        "latency",
-        "list",
-        "*",
-        0.05,
-    )
-
-
-def test_from_spec_cuts() -> None:
-    faults = Faults.from_spec("cut-after:2")
-    assert [faults.on_watch_event() for _ in range(3)] == [False, True, False]
-    faults = Faults.from_spec("cut-after:1,repeat;cut-now")
-    assert faults.cut_generation == 1
-    assert faults.on_watch_event() is True
-    assert faults.on_watch_event() is True
-    assert Faults.from_spec("cut-every:5").rules == ()
-
-
-def test_apply_spec_returns_the_rule() -> None:
-    faults = Faults()
-    rule = faults.apply_spec("error:status=429")
-    assert rule is not None
-    assert rule.retry_after == DEFAULT_RETRY_AFTER
+    assert (error.retry_after, error.remaining) == (1.0, 4)
+    latency = faults.apply_spec("latency:verb=list,seconds=0.05")
+    assert latency is not None
+    assert (latency.verb, latency.resource, latency.seconds) == ("list", "*", 0.05)
+    throttled = faults.apply_spec("error:status=429")
+    assert throttled is not None
+    assert throttled.retry_after == DEFAULT_RETRY_AFTER
     assert faults.apply_spec("cut-every:0.5") is None
+    assert faults.apply_spec("cut-after:1,repeat") is None
+    assert faults.apply_spec("cut-now") is None
+    assert faults.cut_generation == 1
+    assert [faults.on_watch_event() for _ in range(2)] == [True, True]
 
 
 @pytest.mark.parametrize(
@@ -204,24 +188,18 @@ def test_apply_spec_returns_the_rule() -> None:
     [
         ("boom:x=1", "unknown kind 'boom'"),
         ("error:status=abc", "status must be an integer, got 'abc'"),
-        ("error:status=200", "status must be an HTTP error code"),
         ("error:fraction=2", "fraction must be between 0 and 1"),
-        ("error:fraction=nan", "fraction must be finite"),
         ("error:seconds=1", "unknown option 'seconds' for error"),
         ("error:verb", "expected key=value, got 'verb'"),
-        ("error:verb=get,verb=list", "option 'verb' given twice"),
         ("latency:verb=list", "latency needs seconds="),
-        ("latency:seconds=-1", "seconds must be >= 0"),
         ("cut-every:", "seconds must be a number"),
-        ("cut-every:0", "seconds must be > 0"),
         ("cut-after:x", "events must be an integer"),
-        ("cut-after:0", "n_events must be >= 1"),
         ("cut-after:3,sometimes", "unknown flag 'sometimes'"),
         ("cut-now:1", "cut-now takes no arguments"),
     ],
 )
 def test_bad_specs_are_one_line_value_errors(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=r"^bad fault spec ") as info:
-        Faults.from_spec(spec)
+        Faults().apply_spec(spec)
     assert message in str(info.value)
     assert "\n" not in str(info.value)

@@ -6,12 +6,10 @@ import random
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import pytest
 
 from kubesim import Simulator
 from kubesim.scenario import (
-    ADMISSION_REASONS,
     EVICTED_MESSAGE,
     SCENARIOS,
     Cluster,
@@ -38,16 +36,10 @@ REJECTED = "Pod Pod was rejected as the node is shutting down."
 TABLE: list[tuple[str, str, tuple[str, str, str, bool]]] = [
     ("1.20", "terminated", ("Failed", "Shutdown", OLD_KILLED, False)),
     ("1.20", "rejected", ("Failed", "Shutdown", OLD_REJECTED, False)),
-    ("1.21", "terminated", ("Failed", "Shutdown", OLD_KILLED, False)),
-    ("1.21", "rejected", ("Failed", "Shutdown", OLD_REJECTED, False)),
     ("1.22", "terminated", ("Failed", "Terminated", KILLED, False)),
     ("1.22", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
-    ("1.25", "terminated", ("Failed", "Terminated", KILLED, False)),
-    ("1.25", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
     ("1.26", "terminated", ("Failed", "Terminated", KILLED, True)),
     ("1.26", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
-    ("1.28", "terminated", ("Failed", "Terminated", KILLED, True)),
-    ("1.29", "terminated", ("Failed", "Terminated", KILLED, True)),
     ("1.29", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
     ("1.29", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
     ("v1.31.2", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
@@ -74,18 +66,13 @@ def running_pod(owner: Owner | None = None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("version", "variant", "expected"), TABLE)
-def test_shutdown_status_follows_the_kubelet_table(
-    version: str, variant: str, expected: tuple[str, str, str, bool]
-) -> None:
-    status = shutdown_status(version, variant)
-    assert (status.phase, status.reason, status.message, status.disruption_target) == expected
-
-
-@pytest.mark.parametrize(("version", "variant", "expected"), TABLE)
 def test_shutdown_pod_status(
     version: str, variant: str, expected: tuple[str, str, str, bool]
 ) -> None:
     phase, reason, message, disruption = expected
+    shutdown = shutdown_status(version, variant)
+    assert (shutdown.phase, shutdown.reason, shutdown.message) == (phase, reason, message)
+    assert shutdown.disruption_target is disruption
     before = running_pod(Owner("ReplicaSet", "api-7d4b9c8f6d", "rs-uid"))
     pod = shutdown_pod(before, version=version, variant=variant, now=NOW)
     status = pod["status"]
@@ -129,27 +116,6 @@ def test_shutdown_pod_status(
 def test_bad_version_or_variant(version: str, variant: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         shutdown_status(version, variant)
-
-
-def test_pod_objects_are_realistic() -> None:
-    pod = running_pod(Owner("StatefulSet", "web", "sts-uid"))
-    [ref] = pod["metadata"]["ownerReferences"]
-    assert ref == {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "name": "web",
-        "uid": "sts-uid",
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-    assert pod["spec"]["nodeName"] == "node-0"
-    assert pod["spec"]["containers"][0]["image"]
-    assert pod["status"]["phase"] == "Running"
-    assert all(c["status"] == "True" for c in pod["status"]["conditions"])
-    [container] = pod["status"]["containerStatuses"]
-    assert container["ready"] is True
-    assert "running" in container["state"]
-    assert "ownerReferences" not in running_pod(None)["metadata"]
 
 
 @pytest.fixture
@@ -277,52 +243,36 @@ def test_statefulset_name_comes_back_with_a_new_uid(store: Store, cluster: Clust
     assert cluster.awaiting_replacement == []
 
 
-def test_statefulset_replacement_through_the_store_hook(store: Store, cluster: Cluster) -> None:
-    cluster.build()
-    store.on_deleted = lambda resource, ns, name: (
-        cluster.pod_deleted(ns, name) if resource == "pods" else None,
-        None,
-    )[1]
-    [web0] = cluster.preempt("node-0", version="1.20").awaiting_replacement
-    store.delete("pods", web0.namespace, "web-0", uid=web0.uid)
-    pod = store.get("pods", web0.namespace, "web-0")
+async def test_the_simulator_recreates_a_deleted_statefulset_pod(sim: Simulator) -> None:
+    sim.cluster.build()
+    [web0] = sim.cluster.preempt("node-0", version="1.20").awaiting_replacement
+    sim.store.delete("pods", web0.namespace, "web-0", uid=web0.uid)
+    pod = sim.store.get("pods", web0.namespace, "web-0")
     assert pod is not None
     assert pod["metadata"]["uid"] != web0.uid
 
 
-def test_preempt_without_replacement(store: Store, cluster: Cluster) -> None:
+@pytest.mark.parametrize(
+    ("change", "node", "options", "message"),
+    [
+        ("preempt", "node-0", {"variant": "nope"}, "variant"),
+        ("preempt", "node-9", {}, "no node 'node-9'"),
+        ("return_node", "node-0", {"reasons": ("Bogus",)}, "reason must be"),
+        ("return_node", "node-9", {}, "no node 'node-9'"),
+    ],
+)
+def test_node_changes_validate_first(
+    store: Store, cluster: Cluster, change: str, node: str, options: dict[str, Any], message: str
+) -> None:
     cluster.build()
-    before = len(store.list("pods"))
-    result = cluster.preempt("node-2", replace=False)
-    assert result.replacements == []
-    assert cluster.awaiting_replacement == []
-    assert len(store.list("pods")) == before
-
-
-def test_preempt_validates_first(store: Store, cluster: Cluster) -> None:
-    cluster.build()
-    with pytest.raises(ValueError, match="variant"):
-        cluster.preempt("node-0", variant="nope")
-    with pytest.raises(ValueError, match="no node"):
-        cluster.preempt("node-9")
+    with pytest.raises(ValueError, match=message):
+        getattr(cluster, change)(node, **options)
     assert {p["status"]["phase"] for p in store.list("pods")} == {"Running"}
-
-
-def test_preempt_succeeded_variant_on_newest(store: Store, cluster: Cluster) -> None:
-    cluster.build()
-    result = cluster.preempt("node-0", version="newest", variant="succeeded")
-    for ref in result.zombies:
-        pod = store.get("pods", ref.namespace, ref.name)
-        assert pod is not None
-        assert pod["status"]["phase"] == "Succeeded"
-        assert pod["status"]["reason"] == "Terminated"
-        [container] = pod["status"]["containerStatuses"]
-        assert container["state"]["terminated"]["exitCode"] == 0
 
 
 def test_single_pod_events(store: Store, cluster: Cluster) -> None:
     cluster.build()
-    a, b, c, d = (p["metadata"]["name"] for p in store.list("pods", "team-a")[:4])
+    a, b = (p["metadata"]["name"] for p in store.list("pods", "team-a")[:2])
     evicted = cluster.evict("team-a", a)
     assert (evicted["status"]["phase"], evicted["status"]["reason"]) == ("Failed", "Evicted")
     assert evicted["status"]["message"] == EVICTED_MESSAGE
@@ -330,12 +280,6 @@ def test_single_pod_events(store: Store, cluster: Cluster) -> None:
     assert failed["status"]["phase"] == "Failed"
     assert "reason" not in failed["status"]
     assert failed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "OOMKilled"
-    done = cluster.succeed("team-a", c)
-    assert done["status"]["phase"] == "Succeeded"
-    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
-    cluster.delete("team-a", d)
-    gone = store.get("pods", "team-a", d)
-    assert gone is None or gone["metadata"].get("deletionTimestamp")
     with pytest.raises(ValueError, match="no pod team-a/missing"):
         cluster.evict("team-a", "missing")
 
@@ -349,67 +293,16 @@ def test_named_scenarios(store: Store, cluster: Cluster) -> None:
         build_named(cluster, "huge")
 
 
-class CountingStore:
-    """Just enough of a store to build big clusters without keeping the objects."""
-
-    def __init__(self) -> None:
-        self.created: dict[str, int] = {}
-        self.kinds: dict[str, int] = {}
-        self.names: set[tuple[str, str]] = set()
-
-    def create(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
-        self.created[resource] = self.created.get(resource, 0) + 1
-        if resource == "pods":
-            meta = obj["metadata"]
-            self.names.add((meta["namespace"], meta["name"]))
-            kind = (meta.get("ownerReferences") or [{"kind": "bare"}])[0]["kind"]
-            self.kinds[kind] = self.kinds.get(kind, 0) + 1
-        return obj
-
-    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
-
-    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        return []
-
-    def update(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
-        return obj
-
-    def delete(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
-        raise NotImplementedError
-
-
-# Smaller builds cover these lines; tracing 100,000 pods for coverage doubles the time.
-@pytest.mark.no_cover
-def test_large_scenario_builds() -> None:
-    store = CountingStore()
-    result = build_named(Cluster(store, random.Random(0)), "large")
-    assert result.pods == 100_000
-    assert store.created["pods"] == 100_000
-    assert len(store.names) == 100_000  # unique names
-    assert store.created["nodes"] == 1_000
-    assert store.kinds["DaemonSet"] == 1_000
-    assert store.kinds["ReplicaSet"] > 80_000
-    assert {"StatefulSet", "Job", "bare"} <= set(store.kinds)
-
-
 # -- a node that returns under the same name ---------------------------------------------
 
 # version, reason -> message: "Pod " up to 1.25, "Pod was rejected: " since 1.26, and a
 # failed predicate's description since 1.31.
 ADMISSION_TABLE = [
     ("1.20", "NodeAffinity", "Pod Predicate NodeAffinity failed"),
-    ("1.25", "NodePorts", "Pod Predicate NodePorts failed"),
     (
         "1.20",
         "OutOfcpu",
         "Pod Node didn't have enough resource: cpu, requested: 500, used: 3800, capacity: 4000",
-    ),
-    (
-        "1.21",
-        "UnexpectedAdmissionError",
-        "Pod Update plugin resources failed due to requested number of devices unavailable "
-        "for nvidia.com/gpu. Requested: 1, Available: 0, which is unexpected.",
     ),
     (
         "1.22",
@@ -418,7 +311,6 @@ ADMISSION_TABLE = [
         "devices nvidia.com/gpu, which is unexpected",
     ),
     ("1.26", "NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed"),
-    ("1.30", "TaintToleration", "Pod was rejected: Predicate TaintToleration failed"),
     (
         "1.31",
         "NodeName",
@@ -443,12 +335,6 @@ ADMISSION_TABLE = [
 def test_admission_status_follows_the_kubelet(version: str, reason: str, message: str) -> None:
     status = admission_status(version, reason)
     assert (status.phase, status.reason, status.message) == ("Failed", reason, message)
-
-
-@pytest.mark.parametrize("reason", ADMISSION_REASONS)
-def test_every_admission_reason_has_a_status(reason: str) -> None:
-    assert admission_status("1.24", reason).message.startswith("Pod ")
-    assert admission_status("1.27", reason).message.startswith("Pod was rejected: ")
 
 
 @pytest.mark.parametrize(
@@ -496,28 +382,3 @@ def test_return_node_rejects_the_running_pods(store: Store, cluster: Cluster) ->
         assert pod["status"]["phase"] == "Running"
         assert pod["spec"]["nodeName"] != "node-0"
     assert [r.name for r in result.awaiting_replacement] == ["web-0"]
-
-
-def test_return_node_validates_first(store: Store, cluster: Cluster) -> None:
-    cluster.build()
-    with pytest.raises(ValueError, match="reason must be"):
-        cluster.return_node("node-0", reasons=("Bogus",))
-    with pytest.raises(ValueError, match="no node 'node-9'"):
-        cluster.return_node("node-9")
-    assert all(p["status"]["phase"] == "Running" for p in store.list("pods"))
-
-
-async def test_return_node_through_the_control_api(
-    sim: Simulator, http: aiohttp.ClientSession
-) -> None:
-    sim.cluster.build(nodes=2, pods=10)
-    body = {"node": "node-0", "version": "1.28", "reasons": ["OutOfmemory"]}
-    async with http.post("/_sim/return-node", json=body) as response:
-        assert response.status == 200
-        result = await response.json()
-    assert result["variant"] == "returned"
-    assert result["zombies"]
-    for ref in result["zombies"]:
-        pod = sim.store.get("pods", ref["namespace"], ref["name"])
-        assert pod is not None
-        assert pod["status"]["reason"] == "OutOfmemory"

@@ -62,19 +62,6 @@ def test_pods_on_node_follows_binding_moves_and_deletes() -> None:
     assert (on("n1"), on("n2"), on("")) == ([], [], [])
 
 
-def test_stale_update_conflicts_and_no_op_update_keeps_version() -> None:
-    store = Store()
-    first = store.create("pods", pod("a"))
-    same = store.update("pods", first)
-    assert same["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
-    store.update("pods", {**first, "status": {"phase": "Running"}})
-    with pytest.raises(ApiError) as info:
-        store.update("pods", {**first, "status": {"phase": "Failed"}})
-    assert info.value.code == 409
-    forced = store.update("pods", {**first, "status": {"phase": "Failed"}}, check_rv=False)
-    assert forced["status"]["phase"] == "Failed"
-
-
 def test_history_window_expires_old_versions() -> None:
     store = Store(history_window=5)
     first = store.create("pods", pod("a"))
@@ -114,38 +101,12 @@ def test_list_page_as_of_an_older_version_reverts_later_writes() -> None:
     assert page.rv == rv
 
 
-def test_delete_records_the_pod_and_honours_preconditions() -> None:
-    store = Store()
-    created = store.create("pods", pod("a", phase="Failed"))
-    with pytest.raises(ApiError) as info:
-        store.delete("pods", "ns", "a", uid="other")
-    assert info.value.code == 409
-    store.delete("pods", "ns", "a", dry_run=True, user="me")
-    assert store.get("pods", "ns", "a") is not None
-    store.delete("pods", "ns", "a", uid=created["metadata"]["uid"], user="me")
-    assert store.get("pods", "ns", "a") is None
-    assert [(r.obj["metadata"]["uid"], r.dry_run, r.user) for r in store.deleted] == [
-        (created["metadata"]["uid"], True, "me"),
-        (created["metadata"]["uid"], False, "me"),
-    ]
-    with pytest.raises(ApiError) as missing:
-        store.delete("pods", "ns", "a")
-    assert missing.value.code == 404
-
-
 async def test_running_pod_vanishes_after_its_grace_period(sim: Simulator) -> None:
     sim.store.create("pods", {**pod("busy", phase="Running"), "spec": {"nodeName": "n1"}})
     deleting = sim.store.delete("pods", "ns", "busy", grace_period=1)
     assert deleting["metadata"]["deletionTimestamp"]
     assert sim.store.get("pods", "ns", "busy") is not None
     await eventually(lambda: sim.store.get("pods", "ns", "busy") is None, timeout=5)
-
-
-async def test_shorter_second_delete_or_zero_grace_removes_at_once(sim: Simulator) -> None:
-    sim.store.create("pods", {**pod("busy", phase="Running"), "spec": {"nodeName": "n1"}})
-    sim.store.delete("pods", "ns", "busy", grace_period=300)
-    sim.store.delete("pods", "ns", "busy", grace_period=0)
-    assert sim.store.get("pods", "ns", "busy") is None
 
 
 def test_namespace_delete_removes_its_objects() -> None:

@@ -32,15 +32,28 @@ from kubesim.rbac import Authorizer, PolicyRule
 from kubesim.requestlog import RequestLog, RequestRecord
 from kubesim.server import ApiServer
 from kubesim.store import DeletedRecord, Store
+from kubesim.versions import VERSIONS, Version, imitated
 
 if TYPE_CHECKING:
     from kubesim.scenario import Cluster
 
-__all__ = ["DeletedRecord", "PolicyRule", "RequestLog", "RequestRecord", "Simulator", "Store"]
+__all__ = [
+    "VERSIONS",
+    "DeletedRecord",
+    "PolicyRule",
+    "RequestLog",
+    "RequestRecord",
+    "Simulator",
+    "Store",
+    "Version",
+]
 
 
 class Simulator:
     """A running simulated API server; use as ``async with Simulator() as sim``.
+
+    ``imitate`` picks the kube-apiserver version whose answers it gives where versions
+    differ (:mod:`kubesim.versions`): ``"current"`` (v1.37.2) or ``"1.20"`` (v1.20.2).
 
     Leaves no task, timer or socket behind on exit, not even a connection accepted
     while it was stopping (:mod:`kubesim.listener`). It has no task group of its
@@ -59,7 +72,9 @@ class Simulator:
         rbac_files: Iterable[str | os.PathLike[str]] = (),
         seed: int = 0,
         tls: bool = False,
+        imitate: str = "current",
     ) -> None:
+        self.version = imitated(imitate)
         self.host = host
         self.tls = tls
         self._ssl: ssl.SSLContext | None = None
@@ -86,6 +101,7 @@ class Simulator:
             bookmark_interval=bookmark_interval,
             control=ControlApi(self).handle,
             server_address=lambda: f"{self.host}:{self.port}",
+            version=self.version,
         )
 
     # -------------------------------------------------------------- lifecycle
@@ -140,18 +156,17 @@ class Simulator:
         self._runner = None
         self._listener = None
 
-    async def restart(self, down_for: float = 0.0, *, spare: object = None) -> None:
+    async def restart(self, down_for: float = 0.0) -> None:
         """Cut every open connection, like an apiserver restart; state survives.
 
         With ``down_for`` the port refuses connections for that many seconds.
-        ``spare`` is a transport to leave open (the control request asking for this).
         """
         listener = self._listener
         assert listener is not None
         self.server.cut_watches()
         if down_for > 0:
             listener.stop_accepting()
-        listener.close_connections(spare=spare)
+        listener.close_connections()
         if down_for > 0:
             await asyncio.sleep(down_for)
             await listener.start(self.host, self.port)

@@ -20,6 +20,7 @@ from kubesim import Simulator
 from kubesim.faults import Faults
 from kubesim.rbac import InvalidRbac, PolicyRule, load_rules, service_account_user
 from kubesim.scenario import SCENARIOS, build_named
+from kubesim.versions import VERSIONS
 
 SCENARIO_NAMES = ("empty", *SCENARIOS)
 
@@ -94,6 +95,13 @@ def build_parser(prog: str = "python -m kubesim") -> argparse.ArgumentParser:
         help="serve HTTPS with a throw-away self-signed certificate (its CA goes into the "
         "kubeconfig); needed by kubectl, which sends tokens only over TLS",
     )
+    parser.add_argument(
+        "--imitate",
+        choices=tuple(VERSIONS),
+        default="current",
+        help="kube-apiserver version to answer like where versions differ: 1.20 (v1.20.2) or "
+        "current (v1.37.2) (default: %(default)s)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for uids, scenarios and faults")
     return parser
 
@@ -138,6 +146,7 @@ async def _serve(args: argparse.Namespace, rules: list[PolicyRule], user: str) -
             bookmark_interval=args.bookmark_interval,
             seed=args.seed,
             tls=args.tls,
+            imitate=args.imitate,
         ) as sim:
             for spec in args.fault:
                 sim.faults.apply_spec(spec)
@@ -148,7 +157,8 @@ async def _serve(args: argparse.Namespace, rules: list[PolicyRule], user: str) -
                 contexts["restricted"] = sim.add_token(user, rules)
             sim.write_kubeconfig(args.kubeconfig, contexts=contexts)
             print(
-                f"kubesim: serving {sim.url} (kubeconfig {args.kubeconfig}, "
+                f"kubesim: serving {sim.url} as {sim.version.git_version} "
+                f"(kubeconfig {args.kubeconfig}, "
                 f"{sim.store.count('pods')} pods)",
                 file=sys.stderr,
                 flush=True,

@@ -2,8 +2,8 @@
 
 This module owns the HTTP endpoints a benchmark, demo or multi-process test uses
 when the simulator runs elsewhere: build a scenario, preempt a node (gracefully, or
-bring it back under its name), program faults, compact history, restart, read the
-request log, deletions and stats, and write objects straight into the store. Only
+bring it back under its name), program faults, read the request log, deletions and
+stats, and write objects straight into the store. Only
 the admin token reaches it (a real apiserver answers these paths 404). It
 translates HTTP to :class:`Simulator` calls and never holds state of its own.
 """
@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from kubesim.selectors import parse_selector
 from kubesim.status import bad_request, method_not_allowed, path_not_found
 from kubesim.store import RESOURCES, encode
 
@@ -62,15 +60,6 @@ class ControlApi:
         return data
 
     async def handle(self, request: web.Request, path: str) -> web.StreamResponse:
-        if path.strip("/") == "restart" and request.method == "POST":
-            body = await self._json(request)
-            await self._sim.restart(float(body.get("down_for", 0.0)), spare=request.transport)
-            response = _ok({"resourceVersion": self._sim.store.resource_version})
-            response.force_close()
-            return response
-        return await self._handle(request, path)
-
-    async def _handle(self, request: web.Request, path: str) -> web.StreamResponse:
         sim = self._sim
         method = request.method
         path = path.strip("/")
@@ -90,8 +79,6 @@ class ControlApi:
                 "scenario",
                 "faults",
                 "faults/clear",
-                "compact",
-                "restart",
             ):
                 raise method_not_allowed()
             raise path_not_found()
@@ -126,20 +113,6 @@ class ControlApi:
         if path == "faults/clear":
             sim.faults.clear()
             return _ok({"rules": 0})
-        if path == "compact":
-            sim.compact()
-            return _ok({"resourceVersion": sim.store.resource_version})
-        if path == "requests/clear":
-            sim.requests.clear()
-            return _ok({})
-        if path == "churn":
-            return _ok(
-                self.churn(
-                    int(body.get("events", 1000)),
-                    body.get("namespace"),
-                    str(body.get("fieldSelector", "")),
-                )
-            )
         if path.startswith("store/"):
             return self._store_op(path.partition("/")[2], body)
         raise path_not_found()
@@ -149,52 +122,9 @@ class ControlApi:
         resource = str(body.get("resource", ""))
         if resource not in RESOURCES:
             raise bad_request(f"unknown resource {resource!r}")
-        if op in ("create", "update", "delete"):
-            if op == "create":
-                return _ok(store.create(resource, body["object"]), 201)
-            if op == "update":
-                return _ok(store.update(resource, body["object"], check_rv=False))
-            if op == "delete":
-                return _ok(
-                    store.delete(
-                        resource,
-                        str(body.get("namespace", "")),
-                        str(body["name"]),
-                        grace_period=body.get("grace_period"),
-                    )
-                )
+        if op == "update":
+            return _ok(store.update(resource, body["object"], check_rv=False))
         raise path_not_found()
-
-    def churn(self, events: int, namespace: str | None, field_selector: str = "") -> JSONDict:
-        """Modify pods ``events`` times (an annotation), round robin: watch load on demand.
-
-        Only pods matching ``field_selector`` are touched, so a watch with the same
-        selector sees exactly ``events`` MODIFIED events.
-        """
-        store = self._sim.store
-        started = time.perf_counter()
-        selector = parse_selector("pods", field_selector, "")
-        keys = [
-            (s.fields["metadata.namespace"], s.fields["metadata.name"])
-            for s in store.iter_stored("pods", namespace)
-            if selector.matches_index(s.fields, s.labels)
-        ]
-        if not keys:
-            raise bad_request("churn: no pods to modify")
-        base = store.resource_version  # unique values: a repeated write would be a no-op
-        for i in range(events):
-            ns, name = keys[i % len(keys)]
-            obj = store.get("pods", ns, name)
-            if obj is None:
-                continue
-            annotations = obj["metadata"].setdefault("annotations", {})
-            annotations["sim.zombied.io/churn"] = f"{base}-{i}"
-            store.update("pods", obj, check_rv=False)
-        return {
-            "events": events,
-            "seconds": time.perf_counter() - started,
-            "resourceVersion": store.resource_version,
-        }
 
     def stats(self) -> JSONDict:
         sim = self._sim

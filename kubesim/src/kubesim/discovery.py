@@ -20,18 +20,6 @@ from kubesim.store import RESOURCES, ResourceType
 
 JSONDict = dict[str, Any]
 
-VERSION: JSONDict = {
-    "major": "1",
-    "minor": "31",
-    "gitVersion": "v1.31.0-zombied-sim",
-    "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean",
-    "buildDate": "2026-01-01T00:00:00Z",
-    "goVersion": "go1.22.0",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
-
 
 def groups() -> dict[str, str]:
     """API group name to its (only) version, for the named groups."""
@@ -245,9 +233,15 @@ def openapi_v3_index() -> JSONDict:
 
 
 _QUERY_PARAMS = ("dryRun", "fieldManager", "fieldValidation")
+_PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+)
 
 
-def _operation(rt: ResourceType, action: str, *, body_types: tuple[str, ...] = ()) -> JSONDict:
+def _operation(rt: ResourceType, action: str, body_types: tuple[str, ...], *, v2: bool) -> JSONDict:
+    """One operation of either document; the two differ only in how types are spelt."""
     op: JSONDict = {
         "operationId": f"{action}{rt.kind}",
         "x-kubernetes-action": action,
@@ -256,12 +250,21 @@ def _operation(rt: ResourceType, action: str, *, body_types: tuple[str, ...] = (
             "version": rt.version,
             "kind": rt.kind,
         },
-        "parameters": [
-            {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
-            for name in _QUERY_PARAMS
-        ],
         "responses": {"200": {"description": "OK"}},
     }
+    if v2:
+        op["produces"] = ["application/json", "application/yaml"]
+        op["parameters"] = [
+            {"name": name, "in": "query", "type": "string", "uniqueItems": True}
+            for name in _QUERY_PARAMS
+        ]
+        if body_types:
+            op["consumes"] = list(body_types)
+        return op
+    op["parameters"] = [
+        {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+        for name in _QUERY_PARAMS
+    ]
     if body_types:
         op["requestBody"] = {
             "content": {t: {"schema": {"type": "object"}} for t in body_types},
@@ -270,7 +273,31 @@ def _operation(rt: ResourceType, action: str, *, body_types: tuple[str, ...] = (
     return op
 
 
-def openapi_v3_document(group: str, version: str) -> JSONDict | None:
+def _paths(served: list[ResourceType], *, v2: bool) -> JSONDict:
+    """The collection and object paths of ``served``, with their operations."""
+    create = ("*/*",) if v2 else ("application/json",)
+    paths: JSONDict = {}
+    for rt in served:
+        prefix = "/" + _gv_path(rt.group, rt.version)
+        base = (
+            f"{prefix}/namespaces/{{namespace}}/{rt.name}"
+            if rt.namespaced
+            else f"{prefix}/{rt.name}"
+        )
+        paths[base] = {
+            "get": _operation(rt, "list", (), v2=v2),
+            "post": _operation(rt, "post", create, v2=v2),
+        }
+        paths[base + "/{name}"] = {
+            "get": _operation(rt, "get", (), v2=v2),
+            "put": _operation(rt, "put", create, v2=v2),
+            "patch": _operation(rt, "patch", _PATCH_TYPES, v2=v2),
+            "delete": _operation(rt, "delete", (), v2=v2),
+        }
+    return paths
+
+
+def openapi_v3_document(group: str, version: str, git_version: str) -> JSONDict | None:
     """A minimal OpenAPI v3 document: enough for kubectl to use server-side validation.
 
     Strategic merge is deliberately not advertised in PATCH bodies, so kubectl
@@ -279,36 +306,10 @@ def openapi_v3_document(group: str, version: str) -> JSONDict | None:
     served = [rt for rt in RESOURCES.values() if rt.group == group and rt.version == version]
     if not served:
         return None
-    prefix = "/" + _gv_path(group, version)
-    paths: JSONDict = {}
-    for rt in served:
-        base = (
-            f"{prefix}/namespaces/{{namespace}}/{rt.name}"
-            if rt.namespaced
-            else (f"{prefix}/{rt.name}")
-        )
-        paths[base] = {
-            "get": _operation(rt, "list"),
-            "post": _operation(rt, "post", body_types=("application/json",)),
-        }
-        paths[base + "/{name}"] = {
-            "get": _operation(rt, "get"),
-            "put": _operation(rt, "put", body_types=("application/json",)),
-            "patch": _operation(
-                rt,
-                "patch",
-                body_types=(
-                    "application/json-patch+json",
-                    "application/merge-patch+json",
-                    "application/apply-patch+yaml",
-                ),
-            ),
-            "delete": _operation(rt, "delete"),
-        }
     return {
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
-        "paths": paths,
+        "info": {"title": "Kubernetes", "version": git_version},
+        "paths": _paths(served, v2=False),
         "components": {"schemas": {}},
     }
 
@@ -318,28 +319,7 @@ def openapi_v3_document(group: str, version: str) -> JSONDict | None:
 OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 
 
-def _v2_operation(rt: ResourceType, action: str, consumes: tuple[str, ...] = ()) -> JSONDict:
-    op: JSONDict = {
-        "operationId": f"{action}{rt.kind}",
-        "produces": ["application/json", "application/yaml"],
-        "parameters": [
-            {"name": name, "in": "query", "type": "string", "uniqueItems": True}
-            for name in _QUERY_PARAMS
-        ],
-        "responses": {"200": {"description": "OK"}},
-        "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": {
-            "group": rt.group,
-            "version": rt.version,
-            "kind": rt.kind,
-        },
-    }
-    if consumes:
-        op["consumes"] = list(consumes)
-    return op
-
-
-def openapi_v2_document() -> JSONDict:
+def openapi_v2_document(git_version: str) -> JSONDict:
     """``/openapi/v2``: paths and operations only, no definitions.
 
     kubectl before 1.29 downloads this before every ``apply`` and fails without it;
@@ -347,36 +327,11 @@ def openapi_v2_document() -> JSONDict:
     server-side validation. Without definitions it builds apply patches from its
     compiled-in types, as with the v3 document.
     """
-    paths: JSONDict = {}
-    for rt in sorted(RESOURCES.values(), key=lambda r: (r.group, r.name)):
-        prefix = "/" + _gv_path(rt.group, rt.version)
-        base = (
-            f"{prefix}/namespaces/{{namespace}}/{rt.name}"
-            if rt.namespaced
-            else f"{prefix}/{rt.name}"
-        )
-        paths[base] = {
-            "get": _v2_operation(rt, "list"),
-            "post": _v2_operation(rt, "post", ("*/*",)),
-        }
-        paths[base + "/{name}"] = {
-            "get": _v2_operation(rt, "get"),
-            "put": _v2_operation(rt, "put", ("*/*",)),
-            "patch": _v2_operation(
-                rt,
-                "patch",
-                (
-                    "application/json-patch+json",
-                    "application/merge-patch+json",
-                    "application/apply-patch+yaml",
-                ),
-            ),
-            "delete": _v2_operation(rt, "delete"),
-        }
+    served = sorted(RESOURCES.values(), key=lambda r: (r.group, r.name))
     return {
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
-        "paths": paths,
+        "info": {"title": "Kubernetes", "version": git_version},
+        "paths": _paths(served, v2=True),
     }
 
 

@@ -237,15 +237,6 @@ class Faults:
 
     # --- command line -------------------------------------------------------------------
 
-    @classmethod
-    def from_spec(cls, spec: str, *, seed: int | None = 0) -> Faults:
-        """Faults from a command-line spec; several specs may be joined with ``;``."""
-        faults = cls(seed)
-        for part in spec.split(";"):
-            if part.strip():
-                faults.apply_spec(part)
-        return faults
-
     def apply_spec(self, spec: str) -> FaultRule | None:
         """Add one fault written in the command-line syntax; return its rule, if any.
 

@@ -125,15 +125,14 @@ class Listener:
             sock.close()
         self._sockets = []
 
-    def close_connections(self, *, spare: object = None) -> None:
-        """Close every open connection but ``spare``, flushing what was written.
+    def close_connections(self) -> None:
+        """Close every open connection, flushing what was written.
 
         A connection accepted but not yet set up is cut as it arrives.
         """
         self._generation += 1
         for transport in list(self._connections.values()):
-            if transport is not spare:
-                transport.close()
+            transport.close()
 
     async def aclose(self) -> None:
         """Stop accepting, abort every connection and wait until each one is closed."""

@@ -29,7 +29,6 @@ import yaml
 WILDCARD = "*"
 ADMIN_USER = "system:admin"
 #: Message (and reason) of the apiserver's 401 answer.
-UNAUTHORIZED_MESSAGE = "Unauthorized"
 
 
 class InvalidRbac(ValueError):
@@ -134,9 +133,6 @@ class Authorizer:
         rules = rules_from_yaml(text, source=str(path))
         name = user or service_account_user(text, source=str(path)) or "restricted"
         return self.add_user(name, rules)
-
-    def rules_for(self, user: str) -> tuple[PolicyRule, ...]:
-        return self._rules.get(user, ())
 
     def is_admin(self, user: str | None) -> bool:
         return user == ADMIN_USER

@@ -71,13 +71,6 @@ class RequestLog:
             and (status is None or r.status == status)
         ]
 
-    def clear(self) -> None:
-        self._records.clear()
-        self.counts.clear()
-        self.bytes.clear()
-        self.statuses.clear()
-        self.total = 0
-
     def summary(self) -> dict[str, Any]:
         """Counts and bytes by ``verb resource``, as the control API serves them."""
         return {

@@ -1116,17 +1116,6 @@ class Cluster:
         pod = self._pod(namespace, name)
         return self.store.update("pods", failed_pod(pod, reason=reason, now=self._clock()))
 
-    def succeed(self, namespace: str, name: str) -> JSONDict:
-        """The containers exit 0: Succeeded."""
-        pod = self._pod(namespace, name)
-        return self.store.update("pods", succeeded_pod(pod, now=self._clock()))
-
-    def delete(self, namespace: str, name: str) -> JSONDict:
-        """Delete a pod (gracefully if it is running), then let controllers react."""
-        deleted = self.store.delete("pods", namespace, name)
-        self.replace_deleted()
-        return deleted
-
     def pods_on(self, node: str) -> list[JSONDict]:
         """Copies of the pods bound to ``node``."""
         # The simulator's store indexes pods by node: a preemption in a 100k-pod

@@ -133,8 +133,13 @@ def _unescape(value: str, selector: str) -> str:
     return "".join(out)
 
 
-def parse_field_selector(text: str, resource: str) -> tuple[FieldTerm, ...]:
-    """Parse ``fieldSelector`` and check each field is supported for ``resource``."""
+def parse_field_selector(
+    text: str, resource: str, refused: frozenset[str] = frozenset()
+) -> tuple[FieldTerm, ...]:
+    """Parse ``fieldSelector`` and check each field is supported for ``resource``.
+
+    ``refused`` names field labels the imitated version does not know yet.
+    """
     if not text.strip():
         return ()
     terms: list[FieldTerm] = []
@@ -154,7 +159,7 @@ def parse_field_selector(text: str, resource: str) -> tuple[FieldTerm, ...]:
         terms.append(FieldTerm(field, "!=" if op == "!=" else "=", _unescape(value, text)))
     labels = FIELD_LABELS.get(resource, _META)
     for parsed in terms:
-        if parsed.field not in labels:
+        if parsed.field not in labels or parsed.field in refused:
             raise bad_request(f"field label not supported: {parsed.field}")
     return tuple(terms)
 
@@ -338,8 +343,13 @@ class Selector:
         return all(req.matches(labels) for req in self.labels)
 
 
-def parse_selector(resource: str, field_selector: str, label_selector: str) -> Selector:
+def parse_selector(
+    resource: str,
+    field_selector: str,
+    label_selector: str,
+    refused_fields: frozenset[str] = frozenset(),
+) -> Selector:
     return Selector(
-        parse_field_selector(field_selector, resource),
+        parse_field_selector(field_selector, resource, refused_fields),
         parse_label_selector(label_selector),
     )

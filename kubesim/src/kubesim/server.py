@@ -17,7 +17,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -31,6 +31,7 @@ from kubesim.requestlog import RequestLog, RequestRecord
 from kubesim.selectors import Selector, parse_selector
 from kubesim.status import (
     ApiError,
+    Cause,
     bad_request,
     forbidden,
     injected,
@@ -54,6 +55,7 @@ from kubesim.store import (
     encode,
     encode_continue,
 )
+from kubesim.versions import CURRENT, Version
 from kubesim.watchers import DEFAULT_TIMEOUT, WatchRequest, WatchStream, parse_watch_flag
 
 if TYPE_CHECKING:
@@ -113,11 +115,6 @@ def _error_response(err: ApiError) -> web.Response:
     return _json_response(err.to_status(), err.code, err.headers)
 
 
-def _query_selector(resource: str, query: Any) -> Selector:
-    """The field and label selectors of a LIST or WATCH request, as one."""
-    return parse_selector(resource, query.get("fieldSelector", ""), query.get("labelSelector", ""))
-
-
 def _query_int(query: Any, key: str, *, minimum: int = 0) -> int | None:
     raw = query.get(key)
     if raw is None or raw == "":
@@ -145,7 +142,7 @@ def _decode(raw: bytes, content_type: str) -> Any:
 
 def _validate_delete_options(options: JSONDict) -> None:
     """The apiserver's ValidateDeleteOptions: 422 Invalid, naming every bad field."""
-    causes: list[tuple[str, str, str]] = []
+    causes: list[Cause] = []
     policy = options.get("propagationPolicy")
     if policy is not None and options.get("orphanDependents") is not None:
         causes.append(
@@ -194,7 +191,8 @@ def _decode_delete_options(raw: bytes, content_type: str) -> JSONDict:
     """A DELETE body as the apiserver decodes it into DeleteOptions.
 
     The body's kind must be DeleteOptions (or absent); its apiVersion is not checked.
-    Undecodable bodies answer 500 without a reason, as kube-apiserver does.
+    Undecodable bodies answer 500 without a reason; the caller picks the code its
+    version answers.
     """
     try:
         if content_type == "application/yaml":
@@ -235,23 +233,102 @@ def _decode_delete_options(raw: bytes, content_type: str) -> JSONDict:
 
 
 _UNSIGNED = re.compile(r"[0-9]+")
+NOT_OLDER_THAN = "NotOlderThan"
 
 
-def _parse_rv(raw: str, *, paged: bool = False) -> int:
-    """A resourceVersion as kube-apiserver 1.20 parses it (strconv.ParseUint).
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    """The query of a LIST or WATCH, decoded and validated as the apiserver does."""
 
-    An unparsable one is a 500 without a reason (400 on newer servers; 500 is the
-    harder answer for a client, as it looks transient), or a 400 for a paginated or
-    ``Exact`` list, which the apiserver hands to etcd.
+    selector: Selector
+    resource_version: str
+    #: ``resource_version`` parsed; None when empty (or "0" on a watch).
+    rv: int | None
+    match: str
+    limit: int
+    token: str
+    timeout: int | None
+    bookmarks: bool
+    #: ``sendInitialEvents``; None when absent or unknown to the imitated version.
+    send_initial: bool | None
+
+
+def _option_causes(opts: ListOptions, version: Version, *, watch: bool) -> list[Cause]:
+    """ValidateListOptions of the imitated version: what makes a LIST or WATCH a 422."""
+    causes: list[Cause] = []
+    match, initial = opts.match, opts.send_initial
+
+    def forbid(why: str, field: str = "resourceVersionMatch") -> None:
+        causes.append((field, "FieldValueForbidden", f"Forbidden: {why}"))
+
+    def only(*supported: str) -> None:
+        if match not in supported:
+            shown = ", ".join(f'"{value}"' for value in supported)
+            message = f'Unsupported value: "{match}": supported values: {shown}'
+            causes.append(("resourceVersionMatch", "FieldValueNotSupported", message))
+
+    if watch and initial is not None and match != NOT_OLDER_THAN:
+        forbid(f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}")
+    if match and watch and version.watch_list:
+        if initial is None:
+            forbid(
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+            )
+        only(NOT_OLDER_THAN)
+    elif match:
+        if watch:
+            forbid("resourceVersionMatch is forbidden for watch")
+        if not opts.resource_version:
+            forbid("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        only("Exact", NOT_OLDER_THAN, "")
+        if match == "Exact" and opts.resource_version == "0":
+            forbid('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    if match and opts.token:
+        forbid("resourceVersionMatch is forbidden when continue is provided")
+    if not watch and initial is not None:
+        forbid("sendInitialEvents is forbidden for list", "sendInitialEvents")
+    return causes
+
+
+def _list_options(query: Any, resource: str, version: Version, *, watch: bool) -> ListOptions:
+    """The options of a LIST or WATCH request: 400 when undecodable, 422 when invalid.
+
+    An unparsable resourceVersion is a 500 without a reason on a WATCH (and on a LIST
+    of 1.20), a 400 on a paginated or ``Exact`` LIST, which the apiserver hands to etcd.
     """
-    if _UNSIGNED.fullmatch(raw):
-        return int(raw)
-    why = f'resourceVersion: Invalid value: "{raw}": strconv.ParseUint: parsing "{raw}": ' + (
-        "invalid syntax"
+    refused = version.unsupported_pod_fields if resource == "pods" else frozenset()
+    raw_initial = query.get("sendInitialEvents") if version.watch_list else None
+    opts = ListOptions(
+        selector=parse_selector(
+            resource, query.get("fieldSelector", ""), query.get("labelSelector", ""), refused
+        ),
+        resource_version=query.get("resourceVersion", ""),
+        rv=None,
+        match=query.get("resourceVersionMatch", ""),
+        limit=_query_int(query, "limit") or 0,
+        token=query.get("continue", ""),
+        timeout=_query_int(query, "timeoutSeconds"),
+        bookmarks=parse_watch_flag(query.get("allowWatchBookmarks")),
+        send_initial=None if raw_initial is None else parse_watch_flag(raw_initial),
     )
-    if paged:
-        raise bad_request(f"invalid resource version: {why}")
-    raise undecodable(why)
+    causes = _option_causes(opts, version, watch=watch)
+    if causes:
+        raise invalid_options("ListOptions.meta.k8s.io", causes)
+    raw = opts.resource_version
+    # A watch from "0" starts from the current state; a continued list from its token.
+    if not raw or (watch and raw == "0") or (not watch and opts.token):
+        return opts
+    if not _UNSIGNED.fullmatch(raw):
+        why = (
+            f'resourceVersion: Invalid value: "{raw}": strconv.ParseUint: parsing "{raw}": '
+            "invalid syntax"
+        )
+        if watch:
+            raise undecodable(why)
+        if opts.limit or opts.match == "Exact":
+            raise bad_request(f"invalid resource version: {why}")
+        raise undecodable(why, version.bad_list_rv_status)
+    return replace(opts, rv=int(raw))
 
 
 class ApiServer:
@@ -267,7 +344,9 @@ class ApiServer:
         bookmark_interval: float = 1.0,
         control: ControlHandler | None = None,
         server_address: Callable[[], str] = lambda: "127.0.0.1:0",
+        version: Version = CURRENT,
     ) -> None:
+        self.version = version
         self.store = store
         self.authorizer = authorizer
         self.faults = faults
@@ -368,7 +447,7 @@ class ApiServer:
             return web.Response(text="ok", content_type="text/plain")
         body: JSONDict | None = None
         if parts == ["version"]:
-            body = discovery.VERSION
+            body = self.version.version_info()
         elif parts == ["api"]:
             body = discovery.api_versions(self._server_address())
         elif parts == ["apis"]:
@@ -382,7 +461,7 @@ class ApiServer:
             if body is None:
                 raise path_not_found()
         elif parts == ["openapi", "v2"]:
-            body = discovery.openapi_v2_document()
+            body = discovery.openapi_v2_document(self.version.git_version)
             if "protobuf" in accept:
                 return web.Response(
                     body=discovery.openapi_v2_protobuf(body),
@@ -394,9 +473,9 @@ class ApiServer:
             gv = parts[2:]
             doc = None
             if gv[0] == "api" and len(gv) == 2:
-                doc = discovery.openapi_v3_document("", gv[1])
+                doc = discovery.openapi_v3_document("", gv[1], self.version.git_version)
             elif gv[0] == "apis" and len(gv) == 3:
-                doc = discovery.openapi_v3_document(gv[1], gv[2])
+                doc = discovery.openapi_v3_document(gv[1], gv[2], self.version.git_version)
             if doc is None:
                 raise path_not_found()
             body = doc
@@ -531,46 +610,26 @@ class ApiServer:
     ) -> web.StreamResponse:
         query = request.query
         rt = target.rt
-        selector = _query_selector(rt.name, query)
-        rv_raw = query.get("resourceVersion", "")
-        match = query.get("resourceVersionMatch", "")
-        limit = _query_int(query, "limit") or 0
-        token = query.get("continue", "")
+        opts = _list_options(query, rt.name, self.version, watch=False)
         at_rv: int | None = None
         start = None
-        if match and match not in ("Exact", "NotOlderThan"):
-            raise bad_request(
-                f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
-                '"Exact", "NotOlderThan"'
-            )
-        if match and not rv_raw:
-            raise bad_request(
-                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
-                "resourceVersion is provided"
-            )
-        if token:
-            if rv_raw:
+        if opts.token:
+            if opts.resource_version:
                 raise bad_request(
                     "resourceVersion: Forbidden: specifying resource version is not allowed "
                     "when using continue"
                 )
-            at_rv, start = decode_continue(token)
+            at_rv, start = decode_continue(opts.token)
             if at_rv < self.store.oldest_resource_version:
                 raise continue_expired(self.store, start)
-        elif rv_raw:
-            rv = _parse_rv(rv_raw, paged=bool(limit) or match == "Exact")
-            if match == "Exact":
-                if rv == 0:
-                    raise bad_request(
-                        'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is '
-                        'forbidden for resourceVersion "0"'
-                    )
-                at_rv = rv
-            elif rv > self.store.resource_version:
-                raise too_large_rv(rv, self.store.resource_version)
+        elif opts.rv is not None:
+            if opts.match == "Exact":
+                at_rv = opts.rv
+            elif opts.rv > self.store.resource_version:
+                raise too_large_rv(opts.rv, self.store.resource_version)
         ns = target.namespace if rt.namespaced else None
         page = self.store.list_page(
-            rt.name, ns, selector, limit=limit, start_after=start, at_rv=at_rv
+            rt.name, ns, opts.selector, limit=opts.limit, start_after=start, at_rv=at_rv
         )
         meta: JSONDict = {"resourceVersion": str(page.rv)}
         if page.next_start is not None:
@@ -583,7 +642,7 @@ class ApiServer:
                     rt,
                     [s.copy() for s in page.items],
                     meta,
-                    query.get("includeObject", "Metadata"),
+                    request.query.get("includeObject", "Metadata"),
                 )
             )
         head = (
@@ -617,38 +676,20 @@ class ApiServer:
     async def _watch(
         self, request: web.Request, info: RequestInfo, target: Target
     ) -> web.StreamResponse:
-        query = request.query
         rt = target.rt
-        selector = _query_selector(rt.name, query)
-        rv_raw = query.get("resourceVersion", "")
-        timeout = _query_int(query, "timeoutSeconds")
-        send_initial = parse_watch_flag(query.get("sendInitialEvents"))
-        bookmarks = parse_watch_flag(query.get("allowWatchBookmarks"))
-        if send_initial and (query.get("resourceVersionMatch") != "NotOlderThan" or not bookmarks):
-            raise invalid_options(
-                "ListOptions.meta.k8s.io",
-                [
-                    (
-                        "sendInitialEvents",
-                        "FieldValueForbidden",
-                        "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
-                        "feature gate is enabled and resourceVersionMatch is NotOlderThan and "
-                        "allowWatchBookmarks is true",
-                    )
-                ],
-            )
-        if rv_raw not in ("", "0"):
-            self.store.check_watch_start(_parse_rv(rv_raw))
+        opts = _list_options(request.query, rt.name, self.version, watch=True)
+        if opts.rv is not None:
+            self.store.check_watch_start(opts.rv)
         if target.name:
             raise method_not_allowed()
         watch = WatchRequest(
             rt=rt,
             namespace=target.namespace if rt.namespaced else None,
-            selector=selector,
-            resource_version=rv_raw,
-            timeout=float(timeout) if timeout else DEFAULT_TIMEOUT,
-            bookmarks=bookmarks,
-            send_initial_events=send_initial,
+            selector=opts.selector,
+            resource_version=opts.resource_version,
+            timeout=float(opts.timeout) if opts.timeout else DEFAULT_TIMEOUT,
+            bookmarks=opts.bookmarks,
+            send_initial_events=opts.send_initial,
         )
         stream = WatchStream(
             self.store, self.faults, watch, bookmark_interval=self.bookmark_interval
@@ -804,7 +845,10 @@ class ApiServer:
             content_type = request.content_type or JSON_TYPE
             if content_type not in (JSON_TYPE, "application/yaml", "application/octet-stream"):
                 raise unsupported_media_type(BODY_TYPES)
-            options = _decode_delete_options(raw, content_type)
+            try:
+                options = _decode_delete_options(raw, content_type)
+            except ApiError as err:
+                raise undecodable(err.message, self.version.undecodable_delete_status) from None
         else:
             query = request.query
             options = {}

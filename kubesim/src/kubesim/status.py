@@ -133,52 +133,37 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
-def invalid(kind: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
+Cause = tuple[str, str, str]
+
+
+def invalid(kind: str, name: str, causes: list[Cause]) -> ApiError:
     """422 with causes ``(field, reason, message)`` as field validation reports them."""
-    parts = [f"{field}: {message}" for field, _, message in causes]
-    text = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-    return ApiError(
-        422,
-        "Invalid",
-        f'{kind} "{name}" is invalid: {text}',
-        {
-            "name": name,
-            "kind": kind,
-            "causes": [
-                {"reason": reason, "message": message, "field": field}
-                for field, reason, message in causes
-            ],
-        },
-    )
+    return _invalid(kind, name, {"name": name, "kind": kind}, causes)
 
 
-def invalid_options(qualified_kind: str, causes: list[tuple[str, str, str]]) -> ApiError:
-    """422 for request options (``DeleteOptions.meta.k8s.io``), which have no name.
-
-    ``causes`` are ``(field, reason, message)``; all of them are reported, as field
-    validation accumulates its errors.
-    """
+def invalid_options(qualified_kind: str, causes: list[Cause]) -> ApiError:
+    """422 for request options (``DeleteOptions.meta.k8s.io``), which have no name."""
     kind, _, group = qualified_kind.partition(".")
+    return _invalid(qualified_kind, "", {"group": group, "kind": kind}, causes)
+
+
+def _invalid(shown_kind: str, name: str, details: JSONDict, causes: list[Cause]) -> ApiError:
+    """The Invalid Status: every cause is reported, as field validation accumulates them."""
     parts = [f"{field}: {message}" for field, _, message in causes]
     text = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-    return ApiError(
-        422,
-        "Invalid",
-        f'{qualified_kind} "" is invalid: {text}',
-        {
-            "group": group,
-            "kind": kind,
-            "causes": [
-                {"reason": reason, "message": message, "field": field}
-                for field, reason, message in causes
-            ],
-        },
-    )
+    details["causes"] = [
+        {"reason": reason, "message": message, "field": field} for field, reason, message in causes
+    ]
+    return ApiError(422, "Invalid", f'{shown_kind} "{name}" is invalid: {text}', details)
 
 
-def undecodable(message: str) -> ApiError:
-    """A request body the apiserver could not decode: 500 without a reason, as it answers."""
-    return ApiError(500, "", message)
+def undecodable(message: str, code: int = 500) -> ApiError:
+    """A request body or parameter the apiserver could not decode.
+
+    kube-apiserver 1.20 answers some of these with 500 and no reason; newer ones with
+    400 BadRequest (``code``).
+    """
+    return ApiError(code, "" if code == 500 else "BadRequest", message)
 
 
 def unauthorized() -> ApiError:

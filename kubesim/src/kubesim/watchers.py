@@ -3,8 +3,9 @@
 This module owns one open watch from start to end: the 410/504 checks of the
 starting resourceVersion, the synthetic ADDED events of ``resourceVersion`` ""/"0"
 or the history replay after N, live events filtered by selector (objects leaving
-the selection arrive as DELETED, entering as ADDED), periodic BOOKMARKs (only on a
-watch from a resourceVersion, as on a 1.20 server), ``timeoutSeconds``, the 410
+the selection arrive as DELETED, entering as ADDED), streaming lists (initial
+events, then a BOOKMARK marking their end), periodic BOOKMARKs (only on a watch
+from a resourceVersion, as on a 1.20 server), ``timeoutSeconds``, the 410
 ERROR event when history is compacted under it, and cuts (fault injection,
 restart). Event lines come pre-encoded from the store's changes, so fan-out to many
 watchers costs a byte join, not a JSON encode. It never changes the store.
@@ -39,7 +40,8 @@ class WatchRequest:
     resource_version: str
     timeout: float
     bookmarks: bool
-    send_initial_events: bool
+    #: ``sendInitialEvents`` of a streaming list; None when not asked (or not served).
+    send_initial_events: bool | None
 
 
 class WatchStream:
@@ -61,7 +63,6 @@ class WatchStream:
         self.cut_requested = False
         self.client_gone = False
         self.bytes = 0
-        self.events = 0
 
     def cut(self) -> None:
         self.cut_requested = True
@@ -128,7 +129,8 @@ class WatchStream:
         store = self._store
         selector = None if req.selector.empty else req.selector
         lines: list[bytes] = []
-        if req.resource_version in ("", "0") or req.send_initial_events:
+        from_now = req.resource_version in ("", "0")
+        if req.send_initial_events or (req.send_initial_events is None and from_now):
             lines.extend(
                 event_line("ADDED", stored.raw)
                 for stored in store.iter_stored(req.rt.name, req.namespace)
@@ -136,6 +138,8 @@ class WatchStream:
             )
             if req.send_initial_events and req.bookmarks:
                 lines.append(self._bookmark(store.resource_version, initial_end=True))
+            return lines
+        if from_now:
             return lines
         start = int(req.resource_version)
         for change in store.changes_since(req.rt.name, start):
@@ -153,7 +157,6 @@ class WatchStream:
         data = b"".join(lines)
         await response.write(data)
         self.bytes += len(data)
-        self.events += len(lines)
         return self._count_events(len(lines))
 
     async def _stream(
@@ -166,7 +169,7 @@ class WatchStream:
             await anyio.sleep_forever()
         # A watch without a resourceVersion is served from etcd on 1.20 and gets no
         # bookmarks there: the harder case for a client, so none here either.
-        from_cache = req.resource_version != "" or req.send_initial_events
+        from_cache = req.resource_version != "" or req.send_initial_events is not None
         interval = self._bookmark_interval if req.bookmarks and from_cache else None
         next_bookmark = anyio.current_time() + interval if interval else None
         while True:

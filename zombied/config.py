@@ -425,8 +425,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "namespace",
         _NAMESPACE,
         None,
-        "as in kubectl, the namespace of the pods listed (scan: one of --namespaces) or of "
-        "the pod explained (explain POD -n NS, or explain NS/POD)",
+        "as in kubectl, the namespace of the pods listed or of the pod explained (explain "
+        "POD -n NS, or explain NS/POD); --namespaces still decides what zombied may delete",
         _REPORTING,
         default_text="scan: all; explain: from NS/POD",
         short="-n",
@@ -629,6 +629,9 @@ def options_for(command: str) -> tuple[Option, ...]:
 
 # -- the command line ------------------------------------------------------------------
 
+#: explain's formats: scan's, but for ``wide`` (explain's table already shows everything).
+_EXPLAIN_OUTPUTS: Final = ("table", "json", "yaml", "name")
+
 #: What a flag of another command means here, for the error naming it.
 _ELSEWHERE: Final = {
     ("run", "namespace"): "the namespaces run watches are --namespaces NS,...",
@@ -654,9 +657,12 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     for option in options:
         where = f"; env {option.env}" if option.env else ""
         optional: dict[str, Any] = {"nargs": "?", "const": option.const} if option.const else {}
+        metavar = option.value.metavar
+        if (command, option.name) == ("explain", "output"):
+            metavar = "|".join(_EXPLAIN_OUTPUTS)
         parser.add_argument(
             *option.spellings(),
-            metavar=option.value.metavar,
+            metavar=metavar,
             help=f"{option.help} (default: {option.shown_default()}{where})",
             **optional,
         )
@@ -772,10 +778,10 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
         raise ConfigError("--all-namespaces: cannot be combined with --namespace (-n)")
     if command == "explain":
         values["target"] = _target(target, values["namespace"])
-    if command == "explain" and values["output"] == "wide":
+    if command == "explain" and values["output"] not in _EXPLAIN_OUTPUTS:
         raise ConfigError(
             "--output: wide is scan's; explain's table already shows everything "
-            "(choose from table, json, yaml, name)"
+            f"(choose from {', '.join(_EXPLAIN_OUTPUTS)})"
         )
     cls: type[AnyConfig] = {"run": RunConfig, "scan": ScanConfig, "explain": ExplainConfig}[command]
     return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})

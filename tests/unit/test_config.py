@@ -869,6 +869,12 @@ class TestHelp:
         assert ("--output" in text) is (command != "run")
         assert ("-n NS, --namespace NS" in text) is (command != "run")
         assert "one watch each" not in text
+        formats = {
+            "run": None,
+            "scan": "table|wide|json|yaml|name",
+            "explain": "table|json|yaml|name",
+        }
+        assert formats[command] is None or f"-o {formats[command]}" in text
 
     @pytest.mark.parametrize("flag", ["-h", "--help"])
     def test_help_flag_prints_help_and_exits_0(self, flag: str) -> None:

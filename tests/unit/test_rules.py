@@ -21,7 +21,6 @@ from zombied.rules import (
     Rule,
     RuleSet,
     judge,
-    matches,
     mismatch,
 )
 
@@ -250,7 +249,7 @@ class TestOtherRules:
     @pytest.mark.parametrize("reason", ["shutdown", "NODESHUTDOWN", "Terminating", "Preempted"])
     def test_reason_must_match_exactly(self, reason: str) -> None:
         pod = snapshot(reason=reason)
-        assert not matches(Rule("node-shutdown"), pod)
+        assert mismatch(Rule("node-shutdown"), pod) is not None
 
     def test_precedence_ignores_listing_order(self) -> None:
         rules = RuleSet((Rule("failed", 1), Rule("evicted", 2)))
@@ -739,6 +738,6 @@ def test_classify_properties(pod: PodSnapshot, rules: RuleSet) -> None:
     if vetoed or not pod.terminal:
         assert not verdict.zombie
     else:
-        expected = next((r.name for r in rules.ordered() if matches(r, pod)), None)
+        expected = next((r.name for r in rules.ordered() if mismatch(r, pod) is None), None)
         assert verdict.rule == expected
         assert verdict.zombie == (expected is not None)

@@ -1,13 +1,9 @@
-"""Prometheus metrics of zombied, defined once, at module level, and the one way to record.
+"""Prometheus metrics of zombied, defined once, and the functions that record them.
 
-This module owns every metric object and its help text; the metrics reference in the
-docs is generated from :func:`reference`. The objects are private: the functions below
-record what happened (a delete answered, a watch restarted, a leadership change...).
-The daemon hands them to the parts it builds as callbacks, as the work queue takes its
-own, so no part writes a metric by itself and every series has one writer.
-Label values are bounded sets (rule, outcome, scope, verb, status code): pod names and
-uids never become labels, because they would grow the series count with every pod ever
-reaped. Nothing here does I/O or keeps state besides the metric objects themselves.
+The metric objects are private; the daemon hands the recording functions to the parts
+it builds as callbacks, so every series has one writer. Label values are bounded sets
+(rule, outcome, scope, verb, code): pod names never become labels. The metrics
+reference in the docs is generated from `reference`.
 """
 
 from __future__ import annotations
@@ -23,9 +19,6 @@ from zombied import __version__
 
 # The ``*_created`` series double the exposition for timestamps nobody alerts on.
 disable_created_metrics()  # type: ignore[no-untyped-call]
-
-#: Every outcome a delete attempt can have, as counted in ``zombied_pods_reaped_total``.
-OUTCOMES = ("deleted", "gone", "conflict", "dry_run", "error")
 
 # A DELETE answers in milliseconds on a healthy server and within its 10 s timeout at worst;
 # a due key waits for a worker from microseconds up to a minute under a QPS limit.

@@ -1,13 +1,9 @@
 """The small, immutable view of a pod that the rest of zombied works with.
 
-`parse_pod` turns the raw JSON dict the API server sent (LIST item or WATCH object)
-into a `PodSnapshot` holding only what the rules, the reaper and the logs need, so
-memory grows with the number of terminal pods and not with the size of their specs.
-The input is treated as hostile: it may come from a broken or malicious server, so
-every field is type-checked. Only the fields a safe DELETE depends on (namespace,
-name, uid) are mandatory; anything else that is missing or malformed degrades to an
-empty value. This module must never keep a reference into the raw object and never
-does I/O.
+`parse_pod` keeps only what rules, reaper and logs need, so memory grows with the
+number of terminal pods, not the size of their specs. The input is treated as hostile:
+namespace, name and uid (what a safe DELETE needs) are mandatory and checked, anything
+else missing or malformed degrades to an empty value.
 """
 
 from __future__ import annotations
@@ -29,11 +25,6 @@ _MAX_REASON: Final = 256
 _MAX_MESSAGE: Final = 1024
 # What would change which object a DELETE's URL addresses; \s is str.isspace().
 _UNSAFE_IN_PATH: Final = re.compile(r"[/%?#\\\s]")
-
-
-def pod_key(namespace: str, name: str) -> str:
-    """The work-queue and cache key of a pod: ``namespace/name``."""
-    return f"{namespace}/{name}"
 
 
 class PodParseError(ValueError):
@@ -71,7 +62,7 @@ class PodSnapshot:
     @property
     def key(self) -> str:
         """The work-queue key: ``namespace/name``."""
-        return pod_key(self.namespace, self.name)
+        return f"{self.namespace}/{self.name}"
 
     @property
     def owner(self) -> str:

@@ -1,12 +1,8 @@
 """Exponential backoff with jitter for reconnecting to a failing API server.
 
-It mirrors client-go's reflector backoff: the delay starts at ``initial``, grows by
-``factor`` per consecutive failure up to ``cap``, gets up to ``jitter`` times itself
-added at random so that many clients do not reconnect in lock-step, and starts over
-once the last failure is older than ``reset_after`` (the stream was healthy long
-enough). Unlike client-go the jittered delay never exceeds ``cap``, so the cap is a
-promise operators can rely on. It only computes delays: it never sleeps and never
-reads a wall clock (callers pass loop or monotonic time).
+As client-go's reflector: ``initial`` grown by ``factor`` per consecutive failure up to
+``cap`` (jitter included: the cap is a promise), reset once the last failure is older
+than ``reset_after``. It only computes delays, never sleeps.
 """
 
 from __future__ import annotations
@@ -14,8 +10,6 @@ from __future__ import annotations
 import math
 import random
 import time
-
-__all__ = ["Backoff"]
 
 
 class Backoff:

@@ -1,13 +1,9 @@
 """The pod cache, and the one step that turns a pod's newest state into queue work.
 
-This module owns `PodCache`, the only place that holds pod snapshots (small and
-immutable: never whole API objects), each with the `Judgement` `rules` reached on it
-when it was stored, and `PodCache.evaluate`, the judgement → delay → enqueue step. The
-watch runs it on every change and the reaper again right before every delete, so the two
-can never act on different judgements: a zombie is queued for its due time, anything
-else leaves the queue. Due times come from timestamps the kubelet wrote, so its clock is
-the wall clock. It must never talk to the API server, and never decide what a judgement
-means beyond queueing: `rules` judges, the reaper deletes.
+`PodCache` is the only holder of pod snapshots, each with the `Judgement` reached when
+it was stored. `PodCache.evaluate` (judgement → delay → enqueue) runs on every watch
+change and again right before every delete, so the two never act on different
+judgements. It never talks to the API server.
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ from datetime import UTC, datetime
 from zombied.pod import PodSnapshot
 from zombied.queue import WorkQueue
 from zombied.rules import Decision, Judgement, RuleSet, judge
-
-__all__ = ["CacheEntry", "Evaluation", "PodCache"]
 
 
 def _utcnow() -> datetime:

@@ -1,21 +1,9 @@
 """``zombied explain [NS/]POD``: why zombied would, or would not, delete one pod.
 
-`explain` is a pure function from the pod as the API serves it, the configuration
-and the current time to an `Explanation`: the `zombied.rules.Judgement` on the pod
-(every safety veto with its evidence, every enabled rule's match or mismatch, when
-the pod becomes due) and what zombied would do now, in one sentence. It decides
-nothing of its own: it prints `rules.judge` with the configured rules, the same
-judgement the daemon queues by and ``scan`` lists by, so the explanation cannot
-disagree with the controller. Renderers (`RENDERERS`, keyed by ``--output``) only
-format an `Explanation`, in `zombied.report`'s style: the table is the whole report
-(there is no ``wide``), ``json`` and ``yaml`` the same document, and ``name`` prints
-``pod/NAME`` only when the decision is delete, as ``scan -o name`` lists only what it
-would delete. `run_explain` is the thin I/O shell: one GET, never a write. It must
-never delete or patch anything.
-
-Exit codes: 0 the pod was read and explained (whatever the decision), 1 the pod could
-not be read: not found (it may have been deleted already, by zombied or anyone), no
-permission, or the API unreachable, 2 invalid configuration or usage.
+`explain` is pure: it prints `rules.judge` on the pod with the configured rules, the
+judgement the daemon and ``scan`` act on, plus what zombied would do now. Renderers
+(`RENDERERS`, by ``--output``) only format it; `run_explain` does one GET, never a
+write. Exit codes: 0 explained, 1 the pod could not be read, 2 invalid usage.
 """
 
 from __future__ import annotations
@@ -35,15 +23,6 @@ from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, RuleMatch, jud
 
 if TYPE_CHECKING:
     from zombied.config import ExplainConfig
-
-__all__ = [
-    "RENDERERS",
-    "Explanation",
-    "as_json",
-    "explain",
-    "render_table",
-    "run_explain",
-]
 
 _GET_TIMEOUT: Final = 30.0
 #: What a pod without a termination time waits for, in the report's words.

@@ -1,11 +1,8 @@
 """The probe and metrics endpoints: ``/healthz``, ``/readyz`` and ``/metrics``.
 
-This module owns the aiohttp server (an ``AppRunner`` started without signal handling:
-the daemon owns signals) and the event-loop heartbeat that tells a wedged process from
-a busy one. What "healthy" and "ready" mean is decided by the callers, passed in as
-functions returning ``(ok, why)``; this module only serves the answers. An address it
-cannot listen on (taken, most often) is a `ListenError` naming it, never a traceback.
-It must never touch the API server.
+An aiohttp ``AppRunner`` without signal handling (the daemon owns signals), and the
+event-loop heartbeat that tells a wedged process from a busy one. What healthy and
+ready mean is the caller's; an address it cannot listen on is a `ListenError`.
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from zombied import metrics as _metrics  # noqa: F401
 from zombied.errors import ListenError
 from zombied.log import get_logger
-
-__all__ = ["Check", "HttpServer", "LoopMonitor"]
 
 log = get_logger(__name__)
 

@@ -1,13 +1,8 @@
 """Structured logging: one event per thing that happened, with stable keys.
 
-This module owns the logging set-up of the process: structlog events rendered as JSON
-lines on stdout (production), or by the console renderer on a terminal; the stdlib
-loggers of aiohttp and kubernetes_asyncio are routed through a ``ProcessorFormatter``
-with the same processors, so every line on stdout has one shape. zombied's own events
-are rendered by structlog and written straight to the stream, without the stdlib's
-records and handlers. Per-item context (the pod being reaped, the scope being watched)
-is bound to loggers by the callers (``bind``); ``structlog.contextvars`` are merged here
-too. It must never decide *what* to log; callers do.
+structlog events as JSON lines on stdout, or the console renderer on a terminal; the
+stdlib loggers of aiohttp and kubernetes_asyncio go through a ``ProcessorFormatter`` so
+every line has one shape. Callers decide what to log.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""``zombied scan``: one LIST, the same judgement as the daemon, a report, one reaping pass.
+"""``zombied scan``: one LIST, the daemon's judgement, a report, one reaping pass.
 
-This module owns the one-shot mode: it lists the terminal pods of every watched
-namespace, or of the one ``-n`` names, judges each with the daemon's rules
-(`zombied.rules.judge`) and prints those zombied would delete now, in kubectl's
-output habits: a table (``wide`` adds columns, ``--no-headers`` drops the header, the
-NAMESPACE column only when more than one namespace can appear), JSON or YAML records
-in `zombied.report`'s style, or ``pod/NAME`` lines. What it prints on stdout is the
-report and nothing else: "No zombie pods found", like kubectl's "No resources found",
-and the counts of what was left out go to stderr. Pods that match a rule but are not
-yet past its min age (decision wait) are left out and never deleted; ``--waiting``
-lists them too, with when they become due. With ``--delete`` it reaps the due ones
-once through `Reaper.delete`, the daemon's own delete path (rate limit, uid
-precondition, dry run, outcome handling), so there is one piece of deleting logic. A
-LIST that fails raises `zombied.kube.ApiError` (a refusal names the missing RBAC
-rule), which the command line prints as one line with exit code 1. It must never
-wait for pods to become due and never retry beyond that single pass.
+It lists the terminal pods of every watched namespace (or of ``-n``), judges them with
+`zombied.rules.judge` and prints those due now in kubectl's output habits (``--waiting``
+adds those not yet due); stdout carries the report only, notes go to stderr. With
+``--delete`` it reaps the due ones once through `Reaper.delete`, the daemon's own
+delete path. It never waits for pods to become due and never retries.
 """
 
 from __future__ import annotations
@@ -39,8 +29,6 @@ from zombied.watch import Scope, list_terminal_pods, scopes_for
 
 if TYPE_CHECKING:
     from zombied.config import ScanConfig
-
-__all__ = ["COLUMNS", "WIDE_COLUMNS", "Listed", "render", "scan"]
 
 COLUMNS = ("NAMESPACE", "POD", "RULE", "REASON", "NODE", "OWNER", "AGE")
 #: ``--waiting`` adds this after COLUMNS: when each pod is due.

@@ -1,18 +1,11 @@
-"""List-watch of terminal pods, one loop per scope, feeding the cache and the work queue.
+"""List-watch of terminal pods, one loop per scope, feeding the cache.
 
-This module owns the reflector: LIST (paginated), then WATCH from the list's
-resourceVersion with bookmarks and a server-side timeout, resuming from the last seen
-resourceVersion, relisting and reconciling on ``410 Gone``, backing off on errors and
-honouring ``Retry-After``. It reads the stream itself, line by line, with one parser
-(`parse_event`, then `zombied.pod.parse_pod`): a malformed line, an unknown event type
-or an unparsable pod is a logged skip, never a dead watch, where a client that builds
-typed models would raise and lose the stream. A stream that goes silent is cut by an
-inactivity guard rescheduled as events arrive: a long-lived stream is never trusted to
-say it is dead. Each change goes to the `PodCache`, which judges it and keeps the work
-queue in step. Only `ApiError` (what the API server or the network can cause) is
-retried; any other exception is a bug and ends the loop. It must never delete anything
-and never decide whether a pod is a zombie: `rules` decides (through the cache), the
-reaper deletes.
+The reflector: paginated LIST, then WATCH from its resourceVersion with bookmarks and a
+server-side timeout; resume from the last resourceVersion, relist and reconcile on
+``410 Gone``, back off on errors. Lines are parsed here (`parse_event`, then
+`zombied.pod.parse_pod`) so a bad line is a logged skip, not a dead watch, and an
+inactivity guard cuts a stream gone silent. Only `ApiError` is retried; anything else
+is a bug and ends the loop. It never deletes and never judges: the cache does.
 """
 
 from __future__ import annotations
@@ -34,19 +27,6 @@ from zombied.log import get_logger
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
 from zombied.rules import Selection
 
-__all__ = [
-    "CLUSTER_SCOPE",
-    "TERMINAL_FIELD_SELECTOR",
-    "EventParseError",
-    "Scope",
-    "ScopeState",
-    "WatchEvent",
-    "Watcher",
-    "list_terminal_pods",
-    "parse_event",
-    "scopes_for",
-]
-
 log = get_logger(__name__)
 
 #: Only pods that can be zombies cross the wire: Failed or Succeeded.
@@ -59,11 +39,10 @@ EVENT_TYPES: Final = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERR
 
 _LIST_PAGE: Final = 500
 _LIST_TIMEOUT: Final = 60.0
-# The server ends a watch after timeoutSeconds; this margin only catches a server
-# (or proxy) that fails to.
+# Beyond timeoutSeconds: catches a server (or proxy) that fails to end the watch.
 _INACTIVITY_MARGIN: Final = 10.0
 _LINE_TOO_LONG: Final = "LineTooLong"
-# Moving the inactivity deadline reschedules a timer: at most this often.
+# How often at most the inactivity deadline is moved (it reschedules a timer).
 _REARM_S: Final = 1.0
 
 
@@ -94,7 +73,6 @@ class Scope:
         return query
 
     def owns(self, namespace: str) -> bool:
-        """Whether a pod in ``namespace`` belongs to this scope."""
         if namespace in self.selection.exclude_namespaces:
             return False
         return self.namespace is None or namespace == self.namespace
@@ -118,8 +96,6 @@ class EventParseError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    """One line of a watch stream."""
-
     type: str
     object: Mapping[str, Any]
     resource_version: str | None
@@ -197,14 +173,13 @@ async def list_terminal_pods(
 
 @dataclass(slots=True)
 class ScopeState:
-    """What health and readiness need to know about one scope's watch loop."""
+    """What health and readiness need to know about one scope's watch loop; times are
+    monotonic: the last event or (re)connect, the last progress of any kind."""
 
     label: str
     synced: bool = False
     alive: bool = False
-    #: Monotonic time of the last event received or stream (re)opened.
     last_event: float = field(default_factory=time.monotonic)
-    #: Monotonic time the loop last did anything (attempt, event, backoff end).
     last_progress: float = field(default_factory=time.monotonic)
     watch_timeout: float = 0.0
 
@@ -212,9 +187,8 @@ class ScopeState:
 class Watcher:
     """The list-watch loop of one scope; run it in a task group until cancelled.
 
-    ``on_synced(label, synced)`` says when the scope's cache is (or stops being, while
-    refused) in step with a LIST; ``on_restart(label, relist)`` counts each new watch
-    request, and whether a 410 made it relist first.
+    ``on_synced(label, synced)`` says whether the cache is in step with a LIST;
+    ``on_restart(label, relist)`` counts each new watch, and whether a 410 relisted.
     """
 
     def __init__(
@@ -249,17 +223,11 @@ class Watcher:
 
     @property
     def resource_version(self) -> str | None:
-        """The last resourceVersion seen (LIST, event or bookmark)."""
         return self._resource_version
-
-    def silent_for(self, now: float | None = None) -> float:
-        """Seconds since the loop last made progress (for the health check)."""
-        return (time.monotonic() if now is None else now) - self.state.last_progress
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """List, then watch forever; relist on 410; back off on errors."""
         self.state.alive = True
         self._on_synced(self.scope.label, False)
         task_status.started()
@@ -278,19 +246,12 @@ class Watcher:
                     need_list = False
                 await self._watch()
             except ApiError as exc:
-                # Only what the API or the network can cause is retried; anything else
-                # is a bug and ends the loop (and the process) with its traceback.
                 if exc.kind is Kind.GONE:
-                    # History was compacted past our resourceVersion (at watch start,
-                    # mid-stream or for a LIST continue token): only a relist can tell
-                    # which pods changed or vanished meanwhile.
                     need_list = True
                     self._log.info("watch.relist", resource_version=self._resource_version)
                 else:
-                    # A resourceVersion the server cannot read (400 on current servers)
-                    # will not get better by asking again: relist after the backoff.
-                    # A line the stream cannot carry comes again at the same version:
-                    # only a LIST (which has no line limit) gets past it.
+                    # An unreadable resourceVersion (400) will not get better, and a line
+                    # too long for the stream comes again: only a LIST gets past them.
                     relist = exc.kind is Kind.INVALID or exc.reason == _LINE_TOO_LONG
                     need_list = need_list or relist
                     await self._failed(exc)
@@ -353,9 +314,7 @@ class Watcher:
             query["resourceVersion"] = self._resource_version
         async with self._kube.stream(request, query=query, connect_timeout=_LIST_TIMEOUT) as lines:
             self._saw_event()
-            # An established stream is a success: a drop later is a new first failure,
-            # else a connection that flaps now and then makes the watch blind for up to
-            # the backoff cap after each drop.
+            # A drop of an established stream is a new first failure, not the next one.
             self._backoff.reset()
             inactivity = timeout + self.inactivity_margin
             armed = time.monotonic()
@@ -389,12 +348,10 @@ class Watcher:
         if snapshot is None:
             return
         if event.type == "DELETED" or snapshot.deleting:
-            # Gone, or on its way out (our DELETE or anyone's): nothing left to judge.
             self.cache.remove(snapshot.key, snapshot.uid)
             return
         if not snapshot.terminal:
-            # The server filters on phase, so this is a pod without a usable status:
-            # never a zombie, but worth a line, since it also leaves the cache.
+            # The server filters on phase: this pod has no usable status. It leaves the cache.
             self._log.warning(
                 "watch.skipped",
                 why="pod not terminal",

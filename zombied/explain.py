@@ -18,7 +18,7 @@ from zombied import report
 from zombied.config import DryRun, format_duration
 from zombied.errors import ZombiedError
 from zombied.kube import ApiError, Kind, Kube, Request, open_kube
-from zombied.pod import PodParseError, PodSnapshot, parse_pod
+from zombied.pod import PodParseError, parse_pod
 from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, RuleMatch, judge
 
 if TYPE_CHECKING:
@@ -38,22 +38,13 @@ class Explanation:
     decision: Decision
     summary: str
 
-    @property
-    def pod(self) -> PodSnapshot:
-        """The pod explained."""
-        return self.judgement.pod
-
 
 def explain(obj: Mapping[str, Any], config: ExplainConfig, now: datetime) -> Explanation:
-    """Explain what zombied, configured by ``config``, does with pod ``obj`` at ``now``.
-
-    Raises `zombied.pod.PodParseError` when the object lacks namespace, name or uid.
-    """
+    """Explain what zombied, configured by ``config``, does with pod ``obj`` at ``now``;
+    `zombied.pod.PodParseError` when the object lacks namespace, name or uid."""
     rules = config.rules
     pod = parse_pod(obj, label_keys=rules.scope.label_keys)
-    # A pod without a termination time is timed from when zombied first sees it:
-    # for a process asked now, that is now, so the decision is wait (or delete, at a
-    # min age of 0); the report says what it waits for rather than a time.
+    # A pod without a termination time is timed from now: zombied first sees it now.
     judgement = judge(pod, rules, first_seen=now)
     decision = judgement.decision(now)
     return Explanation(judgement, now, decision, _summary(judgement, decision, config.dry_run, now))
@@ -89,15 +80,11 @@ def _summary(judgement: Judgement, decision: Decision, dry_run: DryRun, now: dat
 
 
 def _due(check: RuleMatch, judgement: Judgement) -> str | None:
-    """When the pod is due under ``check``'s rule; None when that waits for zombied."""
     return report.stamp(check.due) if judgement.since_known else None
 
 
-# -- rendering ---------------------------------------------------------------------------
-
-
 def as_json(explanation: Explanation) -> dict[str, Any]:
-    """The ``-o json`` (and ``-o yaml``) document, in `zombied.report`'s style."""
+    """The ``-o json`` and ``-o yaml`` document."""
     judgement = explanation.judgement
     match = judgement.match
     return {
@@ -127,18 +114,11 @@ def as_json(explanation: Explanation) -> dict[str, Any]:
     }
 
 
-def render_document(output: str) -> Callable[[Explanation], str]:
-    def render(explanation: Explanation) -> str:
-        return report.dump(as_json(explanation), output)
-
-    return render
-
-
 def render_name(explanation: Explanation) -> str:
     """kubectl's ``-o name``, as a filter: ``pod/NAME`` when zombied would delete it now."""
     if explanation.decision is not Decision.DELETE:
         return ""
-    return f"pod/{explanation.pod.name}\n"
+    return f"pod/{explanation.judgement.pod.name}\n"
 
 
 def _disruption(reason: str) -> str:
@@ -192,17 +172,13 @@ def render_table(explanation: Explanation) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: ``--output`` value -> renderer. Add a format by adding a function here; ``wide`` is
-#: refused by the configuration (the table already shows everything).
+#: ``--output`` value -> renderer (``wide`` is refused: the table shows everything).
 RENDERERS: Final[dict[str, Callable[[Explanation], str]]] = {
     "table": render_table,
-    "json": render_document("json"),
-    "yaml": render_document("yaml"),
+    "json": lambda explanation: report.dump(as_json(explanation), "json"),
+    "yaml": lambda explanation: report.dump(as_json(explanation), "yaml"),
     "name": render_name,
 }
-
-
-# -- I/O -------------------------------------------------------------------------------
 
 
 async def read_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:

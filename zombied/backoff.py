@@ -15,7 +15,6 @@ import time
 class Backoff:
     """Delays for consecutive failures; call `next` on each failure, `reset` on success."""
 
-    # Positional parameters kept so the signature reads like client-go's Backoff.
     def __init__(  # noqa: PLR0917
         self,
         initial: float = 0.8,
@@ -42,7 +41,6 @@ class Backoff:
 
     @property
     def failures(self) -> int:
-        """Consecutive failures counted since the last reset."""
         return self._failures
 
     def next(self, now: float | None = None) -> float:
@@ -63,6 +61,5 @@ class Backoff:
         return min(self.cap, delay) if math.isfinite(delay) else self.cap
 
     def reset(self) -> None:
-        """Forget past failures: the next delay is ``initial`` again (plus jitter)."""
         self._failures = 0
         self._last = None

@@ -15,8 +15,7 @@ import anyio
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-# Imported for its side effect: the metric objects register with the default registry
-# that /metrics serves, whoever else imports them.
+# Imported for its side effect: the metric objects register with the default registry.
 from zombied import metrics as _metrics  # noqa: F401
 from zombied.errors import ListenError
 from zombied.log import get_logger
@@ -30,11 +29,8 @@ _HEARTBEAT: Final = 0.5
 
 
 class LoopMonitor:
-    """Measures event-loop lag: how late a periodic sleep wakes up.
-
-    A stall is reported for ``hold`` seconds after it ended: once the loop runs again
-    the next beat is on time, and a probe arriving a second later must still see it.
-    """
+    """Measures event-loop lag (how late a periodic sleep wakes up); a stall is still
+    reported ``hold`` seconds after it ended, for the probe that arrives after it."""
 
     def __init__(
         self, interval: float = _HEARTBEAT, stall_after: float = 10.0, hold: float = 60.0
@@ -47,7 +43,6 @@ class LoopMonitor:
         self._stall: tuple[float, float] | None = None  # (loop time seen, lag)
 
     async def run(self) -> None:
-        """Beat until cancelled."""
         while True:
             before = anyio.current_time()
             self._last_beat = before
@@ -55,7 +50,6 @@ class LoopMonitor:
             self.record(anyio.current_time() - before - self.interval)
 
     def record(self, lag: float) -> None:
-        """Note how late one beat woke up."""
         self.lag = max(0.0, lag)
         if self.lag > self.stall_after:
             self._stall = (anyio.current_time(), self.lag)
@@ -137,7 +131,6 @@ class HttpServer:
 
 
 def _listen_problem(host: str, port: int, exc: OSError) -> str:
-    """One line naming the address, what is wrong with it and what to do."""
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if exc.errno == errno.EADDRINUSE:
         what = "address already in use: another process listens there; stop it, or"

@@ -69,7 +69,7 @@ def dump(document: object, output: str) -> str:
 
 def table(rows: Sequence[Sequence[str]], *, skip_first: bool = False) -> str:
     """Rows aligned in columns three spaces apart, like kubectl's; ``skip_first`` drops
-    the first column (kubectl's NAMESPACE, when only one namespace can appear)."""
+    the first column."""
     first = 1 if skip_first else 0
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
     lines = (

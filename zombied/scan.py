@@ -51,15 +51,14 @@ class Listed:
     outcome: Outcome | None = None
 
     def record(self) -> dict[str, Any]:
-        """The ``-o json`` and ``-o yaml`` record: the pod, its rule, when it is due."""
+        """The ``-o json`` and ``-o yaml`` record."""
         judgement = self.judgement
         match = judgement.match
         record: dict[str, Any] = {
             "pod": report.pod_json(judgement.pod),
             "rule": judgement.rule,
             "minAge": format_duration(match.rule.min_age) if match is not None else None,
-            # A pod without a termination time is due min age after zombied first sees
-            # it; a one-off scan cannot say when that is, so there is no time to give.
+            # Without a termination time there is no due time a one-off scan can give.
             "due": report.stamp(judgement.due)
             if judgement.due is not None and judgement.since_known
             else None,
@@ -107,13 +106,11 @@ def _due(judgement: Judgement, decision: Decision, now: datetime) -> str:
 
 
 def render(listed: Sequence[Listed], now: datetime, config: ScanConfig) -> str:
-    """The report in ``config.output``'s format; nothing listed is the format's empty
-    form (``[]`` for JSON and YAML, nothing for a table or names)."""
+    """The report in ``config.output``'s format (``[]``, or nothing, when empty)."""
     if config.output in ("json", "yaml"):
         return report.dump([item.record() for item in listed], config.output)
     if config.output == "name":
-        # kubectl's -o name: pod/NAME, without the namespace, so that the lines feed
-        # `xargs kubectl delete -n NAMESPACE`; only what zombied would delete now.
+        # kubectl's -o name, without the namespace; only what zombied would delete now.
         return "".join(
             f"pod/{item.judgement.pod.name}\n"
             for item in listed
@@ -159,7 +156,7 @@ async def scan(config: ScanConfig, out: TextIO | None = None, err: TextIO | None
 
 @dataclass
 class _Found:
-    """What one scan found: the pods it lists, and counts of those it leaves out."""
+    """The pods one scan lists, and counts of those it leaves out."""
 
     listed: list[Listed]
     waiting: int  # decision wait, not listed
@@ -167,7 +164,7 @@ class _Found:
     scope_evidence: str
 
     def notes(self, config: ScanConfig) -> list[str]:
-        """What stderr says besides errors, kubectl's "No resources found" first."""
+        """What stderr says besides errors."""
         notes = []
         if not self.listed and config.output not in ("json", "yaml"):
             where = f" in namespace {config.namespace}" if config.namespace else ""
@@ -188,8 +185,7 @@ class _Found:
 def _scopes(config: ScanConfig) -> tuple[Scope, ...]:
     if config.namespace is None:
         return scopes_for(config.rules.scope)
-    # -n lists one namespace whatever the scope; the judgement says which of its pods
-    # zombied would never touch (a namespace outside --namespaces, or excluded).
+    # -n lists one namespace whatever the scope; the judgement vetoes what is outside.
     anywhere = dataclasses.replace(config.rules.scope, namespaces=(), exclude_namespaces=())
     return (Scope(config.namespace, anywhere),)
 

@@ -319,15 +319,18 @@ class Watcher:
             inactivity = timeout + self.inactivity_margin
             armed = time.monotonic()
             with anyio.CancelScope(deadline=anyio.current_time() + inactivity) as guard:
-                try:
-                    async for line in lines:
-                        if line.strip():
-                            self._handle(request, line)
-                        if (now := time.monotonic()) - armed >= _REARM_S:
-                            armed = now
-                            guard.deadline = anyio.current_time() + inactivity
-                except (ValueError, LineTooLong) as exc:  # a line longer than the buffer
-                    raise ApiError(request, 0, _LINE_TOO_LONG, str(exc)) from exc
+                while True:
+                    try:
+                        line = await lines.readline()
+                    except (ValueError, LineTooLong) as exc:  # a line longer than the buffer
+                        raise ApiError(request, 0, _LINE_TOO_LONG, str(exc)) from exc
+                    if not line:
+                        break  # the server ended the watch
+                    if line.strip():
+                        self._handle(request, line)
+                    if (now := time.monotonic()) - armed >= _REARM_S:
+                        armed = now
+                        guard.deadline = anyio.current_time() + inactivity
             if guard.cancelled_caught:
                 self._log.warning("watch.inactive", silent_s=round(inactivity, 1))
 

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
@@ -229,7 +229,7 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.monitor.run)
                 if self.elector is not None:
-                    await tg.start(self._elect, self.elector)
+                    await tg.start(self._guarded, "lease elector", self.elector.run)
                 task_status.started()
 
     async def _run_watchers(
@@ -238,7 +238,8 @@ class Daemon:
         with self._watch_scope:
             async with anyio.create_task_group() as tg:
                 for watcher in self.watchers:
-                    await tg.start(self._watch, watcher)
+                    task = f"watch loop of scope {watcher.state.label}"
+                    await tg.start(self._guarded, task, watcher.run)
                 task_status.started()
 
     async def _run_workers(
@@ -255,23 +256,15 @@ class Daemon:
         finally:
             self._workers_done.set()
 
-    async def _elect(
+    async def _guarded(
         self,
-        elector: LeaseElector,
+        task: str,
+        run: Callable[..., Awaitable[None]],
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        with self._crash_on_bug("lease elector"):
-            await elector.run(task_status=task_status)
-
-    async def _watch(
-        self,
-        watcher: Watcher,
-        *,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        with self._crash_on_bug(f"watch loop of scope {watcher.state.label}"):
-            await watcher.run(task_status=task_status)
+        with self._crash_on_bug(task):
+            await run(task_status=task_status)
 
     async def _work(self, reaper: Reaper) -> None:
         with self._crash_on_bug("reaper worker"):

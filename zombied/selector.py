@@ -65,7 +65,6 @@ class LabelSelector:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.text = text
         self.tokens: list[str] = []
         pos = 0
         while pos < len(text):

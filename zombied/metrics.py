@@ -145,6 +145,13 @@ def reference() -> list[tuple[str, str, tuple[str, ...], str]]:
 
 # -- recording: the only writers of the series above ------------------------------------
 
+queue_depth_changed = _queue_depth.set
+queue_waited = _queue_wait.observe
+zombies_known_changed = _zombies_known.set
+delete_rate_changed = _delete_rate.set
+events_queued_changed = _events_queued.set
+rate_limit_waiting = _delete_rate_limit_waiting.set
+
 
 def delete_answered(rule: str, outcome: str, code: int, seconds: float | None) -> None:
     """One delete attempt ended with ``outcome`` after ``seconds`` (None: nothing sent)."""
@@ -155,18 +162,6 @@ def delete_answered(rule: str, outcome: str, code: int, seconds: float | None) -
 
 def api_failed(verb: str, code: int) -> None:
     _api_errors.labels(verb=verb, code=str(code)).inc()
-
-
-def queue_depth_changed(depth: int) -> None:
-    _queue_depth.set(depth)
-
-
-def queue_waited(seconds: float) -> None:
-    _queue_wait.observe(seconds)
-
-
-def zombies_known_changed(count: int) -> None:
-    _zombies_known.set(count)
 
 
 def scope_synced(scope: str, synced: bool) -> None:
@@ -193,16 +188,8 @@ def leading(now: bool, *, changed: bool = True) -> None:
         _leader_transitions.inc()
 
 
-def delete_rate_changed(rate: float) -> None:
-    _delete_rate.set(rate)
-
-
 def events_dropped(reason: str, count: int = 1) -> None:
     _events_dropped.labels(reason=reason).inc(count)
-
-
-def events_queued_changed(depth: int) -> None:
-    _events_queued.set(depth)
 
 
 def overdue_by_rule(
@@ -228,8 +215,3 @@ def zombies_overdue(counts: Mapping[str, int]) -> None:
 def watch_timeouts(timeouts: Mapping[str, float]) -> None:
     for scope, timeout in timeouts.items():
         _watch_timeout.labels(scope=scope).set(timeout)
-
-
-def rate_limit_waiting(workers: int) -> None:
-    """Delete workers waiting for a rate-limit token right now (at scrape time)."""
-    _delete_rate_limit_waiting.set(workers)

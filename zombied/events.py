@@ -77,17 +77,14 @@ class EventRecorder:
         *,
         identity: str = COMPONENT,
         qps: float = EVENT_QPS,
-        burst: int = EVENT_BURST,
         capacity: int = 1000,
         flush_timeout: float = FLUSH_TIMEOUT,
         on_dropped: Callable[[str, int], None] | None = None,
         on_queued: Callable[[int], None] | None = None,
     ) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
         self._kube = kube
         self.identity = identity
-        self.bucket = TokenBucket(qps, burst)
+        self.bucket = TokenBucket(qps, EVENT_BURST)
         self.capacity = capacity
         self.flush_timeout = flush_timeout
         self._on_dropped = on_dropped if on_dropped is not None else (lambda _why, _count: None)

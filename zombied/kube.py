@@ -51,14 +51,6 @@ EXPIRY_MARGIN: Final = 30.0
 _GOARCH: Final = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 #: A pod in a watch event can exceed aiohttp's default read buffer (etcd allows 1.5 MiB).
 _READ_BUFSIZE: Final = 2**21
-_METHODS: Final = {
-    "get": "GET",
-    "list": "GET",
-    "watch": "GET",
-    "create": "POST",
-    "update": "PUT",
-    "delete": "DELETE",
-}
 
 
 def user_agent() -> str:
@@ -105,8 +97,8 @@ class Request:
 
     @property
     def method(self) -> str:
-        """The HTTP method of the verb."""
-        return _METHODS[self.verb]
+        """The HTTP method of the verb: GET for get, list and watch."""
+        return {"create": "POST", "update": "PUT", "delete": "DELETE"}.get(self.verb, "GET")
 
     @property
     def path(self) -> str:

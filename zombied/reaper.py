@@ -119,7 +119,6 @@ class Reaper:
         dry_run: DryRun = DryRun.OFF,
         leadership: Leadership | None = None,
         events: EventRecorder | None = None,
-        now: Callable[[], datetime] | None = None,
         delete_timeout: float = _DELETE_TIMEOUT,
         on_answer: Callable[[str, str, int, float | None], None] | None = None,
         on_rate: Callable[[float], None] | None = None,
@@ -131,7 +130,6 @@ class Reaper:
         self.dry_run = dry_run
         self.leadership = leadership if leadership is not None else Leadership()
         self.delete_timeout = delete_timeout
-        self._now = now if now is not None else (lambda: datetime.now(UTC))
         self._on_answer = (
             on_answer if on_answer is not None else (lambda _rule, _outcome, _code, _seconds: None)
         )
@@ -148,7 +146,7 @@ class Reaper:
             namespace=pod.namespace, pod=pod.name, uid=pod.uid, rule=rule, node=pod.node
         )
         if since is not None:
-            plog = plog.bind(age_s=round((self._now() - since).total_seconds(), 3))
+            plog = plog.bind(age_s=round((datetime.now(UTC) - since).total_seconds(), 3))
         if self.dry_run is DryRun.CLIENT:
             self._on_answer(rule, DRY_RUN.outcome, DRY_RUN.code, None)
             plog.info(DRY_RUN.event, mode="client", reason=pod.reason)

@@ -113,10 +113,6 @@ class TokenBucket:
         """Tokens per second right now (below ``qps`` after pushback)."""
         return self.pace.rate(anyio.current_time())
 
-    def tokens(self) -> float:
-        self._refill()
-        return self._tokens
-
     def try_acquire(self) -> bool:
         """Take a token if one is free and nobody is queued before us."""
         self._refill()

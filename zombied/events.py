@@ -18,7 +18,7 @@ from typing import Any, Final, Self
 import anyio
 import anyio.abc
 
-from zombied.kube import ApiError, Kind, Kube, Request
+from zombied.kube import ApiError, Kube, Request
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
 from zombied.ratelimit import TokenBucket
@@ -180,9 +180,9 @@ class EventRecorder:
             await self._kube.request(request, body=body, timeout=_EVENT_TIMEOUT)
         except ApiError as exc:  # an audit Event is best effort; a bug still raises
             self._on_dropped("failed", 1)
-            if exc.kind in (Kind.THROTTLED, Kind.TRANSIENT):
+            if exc.overloaded:
                 self.bucket.throttled(sent_at)
-            if exc.kind not in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):  # the ledger said so
+            if not exc.refused:
                 log.warning(
                     "event.failed",
                     namespace=pod.namespace,

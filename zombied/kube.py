@@ -199,6 +199,16 @@ class ApiError(ZombiedError):
             retry_after=retry_after,
         )
 
+    @property
+    def refused(self) -> bool:
+        """401 or 403: the `Permissions` ledger reports it, whoever made the request."""
+        return self.kind in (Kind.UNAUTHORIZED, Kind.FORBIDDEN)
+
+    @property
+    def overloaded(self) -> bool:
+        """The server (or the way to it) says: slow down."""
+        return self.kind in (Kind.THROTTLED, Kind.TRANSIENT)
+
     def __str__(self) -> str:
         detail = self.message or self.reason
         if self.kind is Kind.FORBIDDEN:
@@ -476,7 +486,7 @@ class Kube:
             response.status,
             retry_after=_retry_after(response.headers.get("Retry-After")),
         )
-        if error.kind in (Kind.UNAUTHORIZED, Kind.FORBIDDEN):
+        if error.refused:
             self.permissions.refused(error)
         elif error.kind in _ANSWERED_ON_MERITS:
             self.permissions.allowed(request)

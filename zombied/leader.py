@@ -392,8 +392,8 @@ class LeaseElector:
             self._log.info("leader.conflict", verb=exc.request.verb, message=exc.message or None)
             return
         key = (exc.request.verb, exc.kind)
-        if key in self._logged or exc.kind in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):
-            return  # the permissions ledger reports refusals
+        if key in self._logged or exc.refused:
+            return
         self._logged.add(key)
         self._log.warning(
             "leader.error",

@@ -83,8 +83,9 @@ def outcome_for(error: ApiError | None) -> Outcome:
     if error is None:
         return DELETED
     outcome, action, event = _ACTIONS[error.kind]
-    overloaded = error.kind in (Kind.THROTTLED, Kind.TRANSIENT)
-    return Outcome(outcome, action, event, error.code, error.retry_after, error.message, overloaded)
+    return Outcome(
+        outcome, action, event, error.code, error.retry_after, error.message, error.overloaded
+    )
 
 
 def delete_options(pod: PodSnapshot, *, dry_run: bool) -> dict[str, Any]:

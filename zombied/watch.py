@@ -260,13 +260,12 @@ class Watcher:
                 self._on_restart(self.scope.label, False)
 
     async def _failed(self, exc: ApiError) -> None:
-        if exc.kind in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):
-            # The ledger has logged the missing rule; the cache may be missing changes.
+        if exc.refused:  # the cache may be missing changes
             self._on_synced(self.scope.label, False)
         delay = self._backoff.next()
         if exc.kind is Kind.THROTTLED and exc.retry_after is not None:
             delay = exc.retry_after
-        if exc.kind not in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):
+        if not exc.refused:
             self._log.warning(
                 "watch.error",
                 verb=exc.request.verb,

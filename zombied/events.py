@@ -18,6 +18,7 @@ from typing import Any, Final, Self
 import anyio
 import anyio.abc
 
+from zombied import report
 from zombied.kube import ApiError, Kube, Request
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
@@ -38,7 +39,7 @@ def event_body(
     pod: PodSnapshot, rule: str, *, identity: str, when: datetime, name_suffix: int
 ) -> dict[str, Any]:
     """The ``Reaped`` Event for ``pod``, deleted at ``when`` because ``rule`` matched."""
-    stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = report.stamp(when)
     detail = f": {pod.message}" if pod.message else ""
     return {
         "apiVersion": "v1",

@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 from zombied import report
 from zombied.config import DryRun, format_duration
 from zombied.errors import ZombiedError
-from zombied.kube import ApiError, Kind, Kube, Request, open_kube
+from zombied.kube import ApiError, Kind, Request, open_kube
 from zombied.pod import PodParseError, parse_pod
 from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, RuleMatch, judge
 
 if TYPE_CHECKING:
     from zombied.config import ExplainConfig
 
-_GET_TIMEOUT: Final = 30.0
 #: What a pod without a termination time waits for, in the report's words.
 FIRST_SEEN: Final = "after zombied first sees it terminal"
 
@@ -181,21 +180,6 @@ RENDERERS: Final[dict[str, Callable[[Explanation], str]]] = {
 }
 
 
-async def read_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
-    """GET one pod as the raw JSON object; a missing pod is a one-line error."""
-    try:
-        obj = await kube.request(Request("get", "pods", namespace, name), timeout=_GET_TIMEOUT)
-    except ApiError as exc:
-        if exc.kind is Kind.NOT_FOUND:
-            raise ZombiedError(
-                f"pod {namespace}/{name} not found (deleted already, or never existed)"
-            ) from exc
-        raise
-    if not isinstance(obj, dict):
-        raise ZombiedError(f"cannot read pod {namespace}/{name}: malformed answer")
-    return obj
-
-
 async def run_explain(config: ExplainConfig, out: TextIO | None = None) -> int:
     """Read the configured pod, print its explanation; return the exit status."""
     out = out if out is not None else sys.stdout
@@ -203,7 +187,16 @@ async def run_explain(config: ExplainConfig, out: TextIO | None = None) -> int:
     async with open_kube(
         config.kubeconfig, config.context, pool_size=2, report_access=False
     ) as kube:
-        obj = await read_pod(kube, namespace, name)
+        try:
+            obj = await kube.request(Request("get", "pods", namespace, name), timeout=30.0)
+        except ApiError as exc:
+            if exc.kind is Kind.NOT_FOUND:
+                raise ZombiedError(
+                    f"pod {namespace}/{name} not found (deleted already, or never existed)"
+                ) from exc
+            raise
+    if not isinstance(obj, dict):
+        raise ZombiedError(f"cannot read pod {namespace}/{name}: malformed answer")
     try:
         explanation = explain(obj, config, datetime.now(UTC))
     except PodParseError as exc:

@@ -111,7 +111,7 @@ class HttpServer:
                 raise ListenError(_listen_problem(self.host, self.requested_port, exc)) from None
             raise
         self._runner = runner
-        self.port = _bound_port(runner, self.requested_port)
+        self.port = int(runner.addresses[0][1])  # (host, port, ...) of the TCP socket
         log.info("http.listening", host=self.host, port=self.port)
         return self
 
@@ -142,10 +142,3 @@ def _listen_problem(host: str, port: int, exc: OSError) -> str:
         reason = exc.strerror or str(exc)
         what = f"cannot listen: {reason};"
     return f"--listen {address}: {what} choose another HOST:PORT (port 0 picks a free one)"
-
-
-def _bound_port(runner: web.AppRunner, fallback: int) -> int:
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2 and isinstance(address[1], int):
-            return address[1]
-    return fallback

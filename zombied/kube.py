@@ -496,11 +496,6 @@ class Kube:
         self._on_failure(error.request.verb, error.code)
         return error
 
-    async def close(self) -> None:
-        """Close the session (and with it every pooled connection)."""
-        with anyio.CancelScope(shield=True):
-            await self.api.close()
-
 
 @asynccontextmanager
 async def open_kube(
@@ -545,7 +540,8 @@ async def open_kube(
     try:
         yield kube
     finally:
-        await kube.close()
+        with anyio.CancelScope(shield=True):
+            await api.close()
 
 
 def _kubeconfig_credentials(loader: Any, configuration: Any, path: str) -> Credentials:

@@ -77,8 +77,6 @@ class Leadership:
         self._changed = anyio.Event()
         self._acting: set[anyio.CancelScope] = set()
         self._on_change = on_change if on_change is not None else (lambda _leading: None)
-        #: Terms begun so far.
-        self.terms = 0
 
     @property
     def leading(self) -> bool:
@@ -121,7 +119,6 @@ class Leadership:
         self._until = until
         if not self._in_term:
             self._in_term = True
-            self.terms += 1
             self._changed_now()
 
     def extend(self, until: float) -> None:

@@ -38,7 +38,6 @@ class LoopMonitor:
         self.interval = interval
         self.stall_after = stall_after
         self.hold = hold
-        self.lag = 0.0
         self._last_beat: float | None = None
         self._stall: tuple[float, float] | None = None  # (loop time seen, lag)
 
@@ -50,9 +49,8 @@ class LoopMonitor:
             self.record(anyio.current_time() - before - self.interval)
 
     def record(self, lag: float) -> None:
-        self.lag = max(0.0, lag)
-        if self.lag > self.stall_after:
-            self._stall = (anyio.current_time(), self.lag)
+        if lag > self.stall_after:
+            self._stall = (anyio.current_time(), lag)
 
     def check(self) -> tuple[bool, str]:
         """Unhealthy during and shortly after a stall, or while the next beat is overdue."""

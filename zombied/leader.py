@@ -371,8 +371,6 @@ class LeaseElector:
         if scope.cancelled_caught:
             self._log.warning("leader.release_timeout", timeout_s=round(timeout, 3))
 
-    # -- HTTP -----------------------------------------------------------------------
-
     def _lease_request(self, verb: str) -> Request:
         name = None if verb == "create" else self.name
         return Request(verb, "leases", self.namespace, name, group=_GROUP)

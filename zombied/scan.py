@@ -30,16 +30,11 @@ from zombied.watch import Scope, list_terminal_pods, scopes_for
 if TYPE_CHECKING:
     from zombied.config import ScanConfig
 
+#: The table's columns; ``--waiting`` adds DUE, ``-o wide`` adds WIDE_COLUMNS.
 COLUMNS = ("NAMESPACE", "POD", "RULE", "REASON", "NODE", "OWNER", "AGE")
-#: ``--waiting`` adds this after COLUMNS: when each pod is due.
-DUE_COLUMN = "DUE"
-#: ``-o wide`` adds these at the end.
 WIDE_COLUMNS = ("PHASE", "TERMINATED", "MESSAGE")
 #: Longest MESSAGE cell of ``-o wide``; the JSON and YAML records carry it whole.
 MESSAGE_CHARS = 80
-
-#: Exit status when at least one delete failed.
-EXIT_DELETE_FAILED = 1
 
 
 @dataclass(slots=True)
@@ -119,7 +114,7 @@ def render(listed: Sequence[Listed], now: datetime, config: ScanConfig) -> str:
     if not listed:
         return ""
     wide = config.output == "wide"
-    header = COLUMNS + ((DUE_COLUMN,) if config.waiting else ()) + (WIDE_COLUMNS if wide else ())
+    header = COLUMNS + (("DUE",) if config.waiting else ()) + (WIDE_COLUMNS if wide else ())
     rows = [item.row(now, waiting=config.waiting, wide=wide) for item in listed]
     # kubectl shows the NAMESPACE column only when more than one namespace can appear.
     one_namespace = config.namespace is not None or len(config.rules.scope.namespaces) == 1
@@ -151,7 +146,7 @@ async def scan(config: ScanConfig, out: TextIO | None = None, err: TextIO | None
         )
         (out if config.output in ("table", "wide") else err).write(summary)
     out.flush()
-    return EXIT_DELETE_FAILED if failed else 0
+    return 1 if failed else 0
 
 
 @dataclass

@@ -67,22 +67,12 @@ SUCCEEDED_NEWEST = (
 
 # (version, variant, (phase, reason, message), containers ran?, DisruptionTarget?)
 KUBELET_TABLE = [
-    ("1.20", "killed", KILLED_1_20, True, False),
-    ("1.20", "killed-alt-message", KILLED_1_20_ALT, True, False),
-    ("1.20", "rejected", REJECTED_1_20, False, False),
-    ("1.21", "killed", KILLED_1_20, True, False),
-    ("1.21", "killed-alt-message", KILLED_1_20_ALT, True, False),
-    ("1.21", "rejected", REJECTED_1_20, False, False),
-    ("1.22", "killed", KILLED_1_22, True, False),
-    ("1.22", "rejected", REJECTED_1_22, False, False),
-    ("1.25", "killed", KILLED_1_22, True, False),
-    ("1.25", "rejected", REJECTED_1_22, False, False),
-    ("1.26", "killed", KILLED_1_22, True, True),
-    ("1.26", "rejected", REJECTED_1_22, False, False),
-    ("1.29", "killed", KILLED_1_22, True, True),
-    ("1.29", "rejected", REJECTED_1_22, False, False),
-    ("newest", "killed", KILLED_1_22, True, True),
-    ("newest", "rejected", REJECTED_1_22, False, False),
+    ("1.20-1.21", "killed", KILLED_1_20, True, False),
+    ("1.20-1.21", "killed-alt-message", KILLED_1_20_ALT, True, False),
+    ("1.20-1.21", "rejected", REJECTED_1_20, False, False),
+    ("1.22-1.25", "killed", KILLED_1_22, True, False),
+    ("1.22-newest", "rejected", REJECTED_1_22, False, False),
+    ("1.26-newest", "killed", KILLED_1_22, True, True),
     ("newest", "succeeded", SUCCEEDED_NEWEST, True, True),
 ]
 

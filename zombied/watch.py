@@ -202,7 +202,6 @@ class Watcher:
         page_size: int = _LIST_PAGE,
         inactivity_margin: float = _INACTIVITY_MARGIN,
         backoff: Backoff | None = None,
-        rng: random.Random | None = None,
         on_synced: Callable[[str, bool], None] | None = None,
         on_restart: Callable[[str, bool], None] | None = None,
     ) -> None:
@@ -215,15 +214,12 @@ class Watcher:
         self.state = ScopeState(scope.label, watch_timeout=self.timeout_max)
         self._kube = kube
         self._backoff = backoff if backoff is not None else Backoff()
-        self._rng = rng if rng is not None else random.Random()
+        self._rng = random.Random()
         self._on_synced = on_synced if on_synced is not None else (lambda _label, _synced: None)
         self._on_restart = on_restart if on_restart is not None else (lambda _label, _relist: None)
-        self._resource_version: str | None = None
+        #: The last resourceVersion seen (LIST, event or bookmark).
+        self.resource_version: str | None = None
         self._log = log.bind(scope=scope.label)
-
-    @property
-    def resource_version(self) -> str | None:
-        return self._resource_version
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -248,7 +244,7 @@ class Watcher:
             except ApiError as exc:
                 if exc.kind is Kind.GONE:
                     need_list = True
-                    self._log.info("watch.relist", resource_version=self._resource_version)
+                    self._log.info("watch.relist", resource_version=self.resource_version)
                 else:
                     # An unreadable resourceVersion (400) will not get better, and a line
                     # too long for the stream comes again: only a LIST gets past them.
@@ -289,7 +285,7 @@ class Watcher:
             self._kube, self.scope, page_size=self.page_size, on_page=self._progress
         )
         forgotten = self.cache.reconcile(self.scope.owns, snapshots)
-        self._resource_version = resource_version
+        self.resource_version = resource_version
         self._saw_event()
         self._backoff.reset()
         if not self.state.synced:
@@ -309,8 +305,8 @@ class Watcher:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": max(1, round(timeout)),
         }
-        if self._resource_version is not None:
-            query["resourceVersion"] = self._resource_version
+        if self.resource_version is not None:
+            query["resourceVersion"] = self.resource_version
         async with self._kube.stream(request, query=query, connect_timeout=_LIST_TIMEOUT) as lines:
             self._saw_event()
             # A drop of an established stream is a new first failure, not the next one.
@@ -343,7 +339,7 @@ class Watcher:
             raise ApiError.from_status(request, event.object)
         self._saw_event()
         if event.resource_version is not None:
-            self._resource_version = event.resource_version
+            self.resource_version = event.resource_version
         if event.type == "BOOKMARK":
             return
         snapshot = snapshot_in_scope(event.object, self.scope)

@@ -1,12 +1,8 @@
 """Exponential backoff with jitter for reconnecting to a failing API server.
 
-It mirrors client-go's reflector backoff: the delay starts at ``initial``, grows by
-``factor`` per consecutive failure up to ``cap``, gets up to ``jitter`` times itself
-added at random so that many clients do not reconnect in lock-step, and starts over
-once the last failure is older than ``reset_after`` (the stream was healthy long
-enough). Unlike client-go the jittered delay never exceeds ``cap``, so the cap is a
-promise operators can rely on. It only computes delays: it never sleeps and never
-reads a wall clock (callers pass loop or monotonic time).
+As client-go's reflector: ``initial`` grown by ``factor`` per consecutive failure up to
+``cap`` (jitter included: the cap is a promise), reset once the last failure is older
+than ``reset_after``. It only computes delays, never sleeps.
 """
 
 from __future__ import annotations
@@ -15,13 +11,10 @@ import math
 import random
 import time
 
-__all__ = ["Backoff"]
-
 
 class Backoff:
     """Delays for consecutive failures; call `next` on each failure, `reset` on success."""
 
-    # Positional parameters kept so the signature reads like client-go's Backoff.
     def __init__(  # noqa: PLR0917
         self,
         initial: float = 0.8,
@@ -48,7 +41,6 @@ class Backoff:
 
     @property
     def failures(self) -> int:
-        """Consecutive failures counted since the last reset."""
         return self._failures
 
     def next(self, now: float | None = None) -> float:
@@ -69,6 +61,5 @@ class Backoff:
         return min(self.cap, delay) if math.isfinite(delay) else self.cap
 
     def reset(self) -> None:
-        """Forget past failures: the next delay is ``initial`` again (plus jitter)."""
         self._failures = 0
         self._last = None

@@ -1,13 +1,9 @@
 """The pod cache, and the one step that turns a pod's newest state into queue work.
 
-This module owns `PodCache`, the only place that holds pod snapshots (small and
-immutable: never whole API objects), each with the `Judgement` `rules` reached on it
-when it was stored, and `PodCache.evaluate`, the judgement → delay → enqueue step. The
-watch runs it on every change and the reaper again right before every delete, so the two
-can never act on different judgements: a zombie is queued for its due time, anything
-else leaves the queue. Due times come from timestamps the kubelet wrote, so its clock is
-the wall clock. It must never talk to the API server, and never decide what a judgement
-means beyond queueing: `rules` judges, the reaper deletes.
+`PodCache` is the only holder of pod snapshots, each with the `Judgement` reached when
+it was stored. `PodCache.evaluate` (judgement → delay → enqueue) runs on every watch
+change and again right before every delete, so the two never act on different
+judgements. It never talks to the API server.
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ from datetime import UTC, datetime
 from zombied.pod import PodSnapshot
 from zombied.queue import WorkQueue
 from zombied.rules import Decision, Judgement, RuleSet, judge
-
-__all__ = ["CacheEntry", "Evaluation", "PodCache"]
 
 
 def _utcnow() -> datetime:
@@ -36,35 +30,26 @@ class CacheEntry:
 
     @property
     def snapshot(self) -> PodSnapshot:
-        """The newest snapshot of the pod."""
         return self.judgement.pod
 
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
-    """What `PodCache.evaluate` decided for one key."""
+    """What `PodCache.evaluate` decided: the judgement, and seconds until the zombie is
+    due (0: due now, or no zombie)."""
 
-    entry: CacheEntry
-    #: Seconds until the zombie is due (0: due now); 0 for a pod that is no zombie.
+    judgement: Judgement
     delay: float
-
-    @property
-    def judgement(self) -> Judgement:
-        """The judgement on the newest snapshot."""
-        return self.entry.judgement
 
     @property
     def due(self) -> bool:
         """A zombie whose min age has passed."""
-        return self.entry.judgement.zombie and self.delay <= 0
+        return self.judgement.zombie and self.delay <= 0
 
 
 class PodCache:
-    """Snapshots of terminal pods by key, kept in step with the work queue.
-
-    ``on_zombies(n)`` is called whenever the number of cached zombies (due or not)
-    changes.
-    """
+    """Snapshots of terminal pods by key, kept in step with the work queue;
+    ``on_zombies(n)`` follows the number of cached zombies, due or not."""
 
     def __init__(
         self,
@@ -84,11 +69,6 @@ class PodCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    @property
-    def rules(self) -> RuleSet:
-        """The rules every entry was judged by; fixed for the cache's life."""
-        return self._rules
-
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
@@ -98,11 +78,9 @@ class PodCache:
         return len(self._zombies)
 
     def get(self, key: str) -> CacheEntry | None:
-        """The newest entry for ``key``, if the pod is known and terminal."""
         return self._entries.get(key)
 
     def entries(self) -> list[CacheEntry]:
-        """Every cached entry."""
         return list(self._entries.values())
 
     def due_now(self) -> int:
@@ -112,14 +90,12 @@ class PodCache:
             self._entries[key].judgement.decision(now) is Decision.DELETE for key in self._zombies
         )
 
-    # -- the one queueing step ---------------------------------------------------------
-
     def evaluate(self, key: str, *, take: bool = False) -> Evaluation | None:
         """Put the queue in step with the judgement on the newest snapshot of ``key``.
 
-        A zombie is queued for its due time; a pod that is no zombie, or no longer
-        cached, leaves the queue (None for the latter). With ``take`` the caller is the
-        worker holding ``key``: a zombie due now is left to it instead of queued again.
+        A zombie is queued for its due time; anything else, or a key no longer cached
+        (None), leaves the queue. With ``take`` the caller is the worker holding ``key``:
+        a zombie due now is left to it instead of queued again.
         """
         entry = self._entries.get(key)
         if entry is None:
@@ -127,32 +103,28 @@ class PodCache:
             return None
         delay = 0.0
         due = entry.judgement.due
+        self._track(key, zombie=due is not None)
         if due is not None:
-            self._track(key, zombie=True)
             delay = max(0.0, (due - self._now()).total_seconds())
             if delay > 0 or not take:
                 self.queue.add(key, delay)
         else:
-            self._track(key, zombie=False)
             self.queue.discard(key)
-        return Evaluation(entry, delay)
+        return Evaluation(entry.judgement, delay)
 
-    # -- changes from the watch ---------------------------------------------------------
-
-    def upsert(self, snapshot: PodSnapshot) -> Evaluation | None:
+    def upsert(self, snapshot: PodSnapshot) -> None:
         """Record the newest state of a pod and evaluate it; non-terminal pods leave."""
         key = snapshot.key
         if not snapshot.terminal:
             self.remove(key)
-            return None
+            return
         old = self._entries.get(key)
         same_pod = old is not None and old.snapshot.uid == snapshot.uid
         first_seen = old.first_seen if old is not None and same_pod else self._now()
-        # Judged once, here: the snapshot, first_seen and the rules of an entry never
-        # change, so judging it again before its delete would reach the same judgement.
+        # Judged once, here: nothing an entry is judged on changes before its delete.
         judgement = judge(snapshot, self._rules, first_seen=first_seen)
         self._entries[key] = CacheEntry(judgement, first_seen)
-        return self.evaluate(key)
+        self.evaluate(key)
 
     def remove(self, key: str, uid: str | None = None) -> None:
         """Forget a pod (deleted, or no longer terminal); with ``uid`` only that pod."""
@@ -164,10 +136,8 @@ class PodCache:
         self.queue.discard(key)
 
     def reconcile(self, owns: Callable[[str], bool], snapshots: Iterable[PodSnapshot]) -> int:
-        """Replace the pods of the namespaces ``owns`` selects with a fresh LIST.
-
-        Returns how many cached pods the LIST no longer holds (they were forgotten).
-        """
+        """Replace the pods of the namespaces ``owns`` selects with a fresh LIST; return
+        how many cached pods the LIST no longer holds."""
         seen: set[str] = set()
         for snapshot in snapshots:
             seen.add(snapshot.key)

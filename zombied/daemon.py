@@ -1,19 +1,10 @@
 """The running controller: watches, reaper workers, leader election and probes, wired.
 
-This module owns the lifetime of everything ``zombied run`` starts, in one anyio task
-group: the HTTP server and loop heartbeat, one `Watcher` per scope, the reaper workers,
-the lease elector (only the leader's workers delete; standbys keep their caches warm)
-and, in `serve`, the signal receiver. Shutdown drains: readiness turns false, the
-watches stop, no new work is taken, in-flight deletes and those already due finish
+Everything ``zombied run`` starts lives in one anyio task group. Shutdown drains:
+readiness turns false, the watches stop, in-flight and already due deletes finish
 within ``--drain-timeout``, the lease is released. It decides what healthy and ready
-mean. It must never hold pod data or talk to the API itself: that is the watchers',
-the reaper's and the elector's job.
-
-Failures the API server or the network can cause are retried where they happen. Any
-other exception escaping a watch loop, a worker or the elector is a bug: it is logged
-with its traceback, ``/healthz`` fails from then on, and the exception ends the task
-group so the process exits non-zero and the kubelet restarts it. Retrying a bug would
-hide it behind green probes.
+mean and never holds pod data itself. An exception escaping a watch loop, a worker or
+the elector is a bug: it is logged, ``/healthz`` fails and the process exits non-zero.
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
@@ -45,8 +36,6 @@ from zombied.watch import Watcher, scopes_for
 if TYPE_CHECKING:
     from zombied.config import Config
 
-__all__ = ["Daemon", "serve"]
-
 log = get_logger(__name__)
 
 #: A watch loop that made no progress for this long past its timeout is wedged.
@@ -54,11 +43,7 @@ _SILENT_SLACK: Final = 60.0
 
 
 class Daemon:
-    """``async with Daemon(config) as daemon:`` runs the controller until the block ends.
-
-    Leaving the block drains (as on SIGTERM). ``http_port`` is the bound port,
-    ``ready()``/``healthy()`` what the probes answer.
-    """
+    """``async with Daemon(config):`` runs the controller; leaving the block drains."""
 
     def __init__(self, config: Config, *, identity: str | None = None) -> None:
         self.config = config
@@ -80,21 +65,18 @@ class Daemon:
         self.draining = False
         self._stack: AsyncExitStack | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        # One scope per group of tasks, so that draining can stop them in order without
-        # cancelling the task group's host (the body of ``async with``).
+        # One scope per group of tasks, so that draining stops them in order.
         self._watch_scope = anyio.CancelScope()
         self._work_scope = anyio.CancelScope()
         self._background_scope = anyio.CancelScope()
         self._workers_done = anyio.Event()
         self._drained = anyio.Event()
-        #: Why the process is going down on a bug ("" while it is not).
         self._crashed = ""
 
     # -- probes -------------------------------------------------------------------------
 
     @property
     def http_port(self) -> int:
-        """The port the probe/metrics server is bound to."""
         return self.http.port if self.http is not None else 0
 
     def readiness(self) -> tuple[bool, str]:
@@ -110,7 +92,6 @@ class Daemon:
         return (not reasons, "; ".join(reasons) if reasons else "ok")
 
     def ready(self) -> bool:
-        """What ``/readyz`` answers, as a bool."""
         return self.readiness()[0]
 
     def health(self) -> tuple[bool, str]:
@@ -128,12 +109,11 @@ class Daemon:
             if not state.alive:
                 return False, f"watch loop of scope {state.label} is not running"
             limit = 2 * max(state.watch_timeout, watcher.timeout_max) + _SILENT_SLACK
-            if watcher.silent_for(now) > limit:
+            if now - state.last_progress > limit:
                 return False, f"watch loop of scope {state.label} silent for {limit:.0f}s"
         return True, "ok"
 
     def healthy(self) -> bool:
-        """What ``/healthz`` answers, as a bool."""
         return self.health()[0]
 
     def _before_scrape(self) -> None:
@@ -191,8 +171,7 @@ class Daemon:
         except BaseException:
             if self._tg is not None:
                 self._tg.cancel_scope.cancel()
-            # Not shielded as a whole: the task group must exit in its own cancel scope;
-            # the HTTP runner and API client shield their own cleanup.
+            # Not shielded: the task group must exit in its own cancel scope.
             await stack.aclose()
             raise
         self._stack = stack
@@ -250,7 +229,7 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.monitor.run)
                 if self.elector is not None:
-                    await tg.start(self._elect, self.elector)
+                    await tg.start(self._guarded, "lease elector", self.elector.run)
                 task_status.started()
 
     async def _run_watchers(
@@ -259,7 +238,8 @@ class Daemon:
         with self._watch_scope:
             async with anyio.create_task_group() as tg:
                 for watcher in self.watchers:
-                    await tg.start(self._watch, watcher)
+                    task = f"watch loop of scope {watcher.state.label}"
+                    await tg.start(self._guarded, task, watcher.run)
                 task_status.started()
 
     async def _run_workers(
@@ -276,23 +256,15 @@ class Daemon:
         finally:
             self._workers_done.set()
 
-    async def _elect(
+    async def _guarded(
         self,
-        elector: LeaseElector,
+        task: str,
+        run: Callable[..., Awaitable[None]],
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        with self._crash_on_bug("lease elector"):
-            await elector.run(task_status=task_status)
-
-    async def _watch(
-        self,
-        watcher: Watcher,
-        *,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        with self._crash_on_bug(f"watch loop of scope {watcher.state.label}"):
-            await watcher.run(task_status=task_status)
+        with self._crash_on_bug(task):
+            await run(task_status=task_status)
 
     async def _work(self, reaper: Reaper) -> None:
         with self._crash_on_bug("reaper worker"):
@@ -331,8 +303,7 @@ class Daemon:
                 log.warning("daemon.drain_timeout", left=len(self.queue))
                 await self._workers_done.wait()
             if self.events is not None:
-                # The Reaped Events of the last deletes belong to the drain, within what
-                # is left of its timeout.
+                # The Events of the last deletes get what is left of the drain timeout.
                 left = self.config.drain_timeout - (time.monotonic() - started)
                 await self.events.drain(max(left, 0.0))
             if self.elector is not None:
@@ -360,8 +331,6 @@ class Daemon:
             self.draining = True
             if self._tg is not None:
                 self._tg.cancel_scope.cancel()
-        # The task group must exit in its own cancel scope, so this is not shielded as a
-        # whole; everything in it is cancelled by now and the cleanups shield themselves.
         return bool(await stack.__aexit__(exc_type, exc, tb))
 
 
@@ -385,10 +354,9 @@ async def _exit_on_second_signal(signals: AsyncIterator[signal.Signals]) -> None
         log.warning("daemon.signal", signal=name, action="exit now")
         sys.stdout.flush()
         sys.stderr.flush()
-        # Exit as a killed process would: 128 + signal (143 for SIGTERM, 130 for SIGINT).
+        # Exit as a killed process would: 128 + signal.
         os._exit(128 + int(signum))
 
 
 def versions() -> dict[str, str]:
-    """What ``zombied version`` prints."""
     return {"zombied": __version__, "kubernetes_asyncio": kubernetes_asyncio.__version__}

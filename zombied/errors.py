@@ -27,7 +27,3 @@ class ListenError(ConfigError):
     A configuration problem as far as the operator is concerned: the fix is another
     ``--listen`` or stopping whatever holds the address, so it exits 2 like one.
     """
-
-
-class PermissionDenied(ZombiedError):
-    """The API server answered 401/403; the message names the missing RBAC rule."""

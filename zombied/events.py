@@ -1,21 +1,10 @@
-"""``Reaped`` Events: recorded behind the deletes, on their own small budget.
+"""``Reaped`` Events: the audit trail of a reap, written behind the deletes.
 
-An Event is the audit trail of a reap that ``kubectl get events`` shows, and only
-that: it must never slow a delete down. So `EventRecorder.record` only appends to a
-bounded queue and returns; one sender task writes the queue out, one request at a
-time, through its own token bucket (`EVENT_QPS`, `EVENT_BURST`), which pushback on
-Events or on deletes slows down. When the queue is full (a storm larger than the
-budget can carry) the newest Event is dropped and counted; the ``pod.reaped`` log
-line and the metrics still record every reap. The daemon's drain writes what is
-queued within its timeout, and what is left counts as dropped.
-
-From client-go's event recorder it takes the bounded queue that drops instead of
-blocking (1,000, as client-go's broadcaster), a budget of its own and at most one Event
-per object. It leaves out the aggregator and the correlator: they key on the involved
-object, and every reap is of a different pod, so they would never fire; aggregating
-across pods instead ("deleted 110 pods on node X") would hide which pods were deleted,
-which is what the Event is for. It never deletes and never blocks the caller of
-`record`.
+`EventRecorder.record` only appends to a bounded queue (1,000, as client-go) and never
+blocks; one sender writes it out on its own token bucket, which pushback slows down.
+A full queue drops and counts the newest Event; the log line and metrics still record
+every reap. There is no aggregation: every reap is of a different pod, and the Event
+is there to say which.
 """
 
 from __future__ import annotations
@@ -29,31 +18,18 @@ from typing import Any, Final, Self
 import anyio
 import anyio.abc
 
-from zombied.kube import ApiError, Kind, Kube, Request
+from zombied import report
+from zombied.kube import ApiError, Kube, Request
 from zombied.log import get_logger
 from zombied.pod import PodSnapshot
 from zombied.ratelimit import TokenBucket
 
-__all__ = [
-    "COMPONENT",
-    "EVENT_BURST",
-    "EVENT_QPS",
-    "EVENT_QUEUE",
-    "EVENT_REASON",
-    "EventRecorder",
-    "event_body",
-]
-
 log = get_logger(__name__)
 
-EVENT_REASON: Final = "Reaped"
 COMPONENT: Final = "zombied"
-#: Event writes per second, beside and never counted in ``--qps``.
+#: Event writes per second and back to back, beside and never counted in ``--qps``.
 EVENT_QPS: Final = 5.0
-#: Event writes allowed back to back after a quiet spell.
 EVENT_BURST: Final = 10
-#: Events waiting to be written before new ones are dropped (client-go's queue size).
-EVENT_QUEUE: Final = 1000
 #: Seconds the recorder keeps writing at exit when nobody drained it first.
 FLUSH_TIMEOUT: Final = 2.0
 _EVENT_TIMEOUT: Final = 10.0
@@ -63,7 +39,7 @@ def event_body(
     pod: PodSnapshot, rule: str, *, identity: str, when: datetime, name_suffix: int
 ) -> dict[str, Any]:
     """The ``Reaped`` Event for ``pod``, deleted at ``when`` because ``rule`` matched."""
-    stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = report.stamp(when)
     detail = f": {pod.message}" if pod.message else ""
     return {
         "apiVersion": "v1",
@@ -77,7 +53,7 @@ def event_body(
             "uid": pod.uid,
             "resourceVersion": pod.resource_version,
         },
-        "reason": EVENT_REASON,
+        "reason": "Reaped",
         "message": (
             f"Deleted zombie pod (rule {rule}) left {pod.phase or 'terminal'} "
             f"on node {pod.node or 'unknown'} by reason {pod.reason or 'unknown'}{detail}"
@@ -94,10 +70,7 @@ def event_body(
 
 class EventRecorder:
     """Writes ``Reaped`` Events in the background; use as ``async with``.
-
-    ``on_dropped(why, count)`` counts Events not written; ``on_queued(depth)`` follows
-    the queue.
-    """
+    ``on_dropped(why, count)`` counts Events not written; ``on_queued(depth)`` the queue."""
 
     def __init__(
         self,
@@ -105,17 +78,14 @@ class EventRecorder:
         *,
         identity: str = COMPONENT,
         qps: float = EVENT_QPS,
-        burst: int = EVENT_BURST,
-        capacity: int = EVENT_QUEUE,
+        capacity: int = 1000,
         flush_timeout: float = FLUSH_TIMEOUT,
         on_dropped: Callable[[str, int], None] | None = None,
         on_queued: Callable[[int], None] | None = None,
     ) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
         self._kube = kube
         self.identity = identity
-        self.bucket = TokenBucket(qps, burst, adaptive=True)
+        self.bucket = TokenBucket(qps, EVENT_BURST)
         self.capacity = capacity
         self.flush_timeout = flush_timeout
         self._on_dropped = on_dropped if on_dropped is not None else (lambda _why, _count: None)
@@ -132,7 +102,6 @@ class EventRecorder:
         self._sending = 0
 
     def __len__(self) -> int:
-        """Events waiting to be written."""
         return len(self._queue)
 
     def record(self, pod: PodSnapshot, rule: str) -> bool:
@@ -148,17 +117,8 @@ class EventRecorder:
         self._ready.set()
         return True
 
-    def slow_down(self, sent_at: float) -> None:
-        """The API server pushed back on a delete sent at ``sent_at`` (loop time).
-
-        Events yield to the deletes: the same signal cuts their rate too, so they add
-        less to a server that is already shedding load.
-        """
-        self.bucket.throttled(sent_at)
-
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 - the drain's own budget
-        """Take no more Events, write what is queued within ``timeout`` seconds, and
-        count what is left (an Event cut off in flight included) as dropped."""
+        """Write what is queued within ``timeout`` seconds, count what is left as dropped."""
         if self._drained:
             return
         self._drained = True
@@ -195,25 +155,22 @@ class EventRecorder:
             self._tg = None
 
     async def _send_all(self) -> None:
-        with self._sender:
-            await self._send_queued()
-
-    async def _send_queued(self) -> None:
         try:
-            while True:
-                if not self._queue:
-                    if self._closed:
-                        return
-                    self._ready = anyio.Event()
-                    await self._ready.wait()
-                    continue
-                sent_at = await self.bucket.acquire()
-                pod, rule, when = self._queue.popleft()
-                self._queued_uids.discard(pod.uid)
-                self._on_queued(len(self._queue))
-                self._sending = 1
-                await self._send(pod, rule, when, sent_at)
-                self._sending = 0
+            with self._sender:
+                while True:
+                    if not self._queue:
+                        if self._closed:
+                            return
+                        self._ready = anyio.Event()
+                        await self._ready.wait()
+                        continue
+                    sent_at = await self.bucket.acquire()
+                    pod, rule, when = self._queue.popleft()
+                    self._queued_uids.discard(pod.uid)
+                    self._on_queued(len(self._queue))
+                    self._sending = 1
+                    await self._send(pod, rule, when, sent_at)
+                    self._sending = 0
         finally:
             self._idle.set()
 
@@ -224,9 +181,9 @@ class EventRecorder:
             await self._kube.request(request, body=body, timeout=_EVENT_TIMEOUT)
         except ApiError as exc:  # an audit Event is best effort; a bug still raises
             self._on_dropped("failed", 1)
-            if exc.kind in (Kind.THROTTLED, Kind.TRANSIENT):
+            if exc.overloaded:
                 self.bucket.throttled(sent_at)
-            if exc.kind not in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):  # the ledger said so
+            if not exc.refused:
                 log.warning(
                     "event.failed",
                     namespace=pod.namespace,

@@ -1,21 +1,9 @@
 """``zombied explain [NS/]POD``: why zombied would, or would not, delete one pod.
 
-`explain` is a pure function from the pod as the API serves it, the configuration
-and the current time to an `Explanation`: the `zombied.rules.Judgement` on the pod
-(every safety veto with its evidence, every enabled rule's match or mismatch, when
-the pod becomes due) and what zombied would do now, in one sentence. It decides
-nothing of its own: it prints `rules.judge` with the configured rules, the same
-judgement the daemon queues by and ``scan`` lists by, so the explanation cannot
-disagree with the controller. Renderers (`RENDERERS`, keyed by ``--output``) only
-format an `Explanation`, in `zombied.report`'s style: the table is the whole report
-(there is no ``wide``), ``json`` and ``yaml`` the same document, and ``name`` prints
-``pod/NAME`` only when the decision is delete, as ``scan -o name`` lists only what it
-would delete. `run_explain` is the thin I/O shell: one GET, never a write. It must
-never delete or patch anything.
-
-Exit codes: 0 the pod was read and explained (whatever the decision), 1 the pod could
-not be read: not found (it may have been deleted already, by zombied or anyone), no
-permission, or the API unreachable, 2 invalid configuration or usage.
+`explain` is pure: it prints `rules.judge` on the pod with the configured rules, the
+judgement the daemon and ``scan`` act on, plus what zombied would do now. Renderers
+(`RENDERERS`, by ``--output``) only format it; `run_explain` does one GET, never a
+write. Exit codes: 0 explained, 1 the pod could not be read, 2 invalid usage.
 """
 
 from __future__ import annotations
@@ -29,23 +17,13 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 from zombied import report
 from zombied.config import DryRun, format_duration
 from zombied.errors import ZombiedError
-from zombied.kube import ApiError, Kind, Kube, Request, open_kube
-from zombied.pod import PodParseError, PodSnapshot, parse_pod
+from zombied.kube import ApiError, Kind, Request, open_kube
+from zombied.pod import PodParseError, parse_pod
 from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, RuleMatch, judge
 
 if TYPE_CHECKING:
     from zombied.config import ExplainConfig
 
-__all__ = [
-    "RENDERERS",
-    "Explanation",
-    "as_json",
-    "explain",
-    "render_table",
-    "run_explain",
-]
-
-_GET_TIMEOUT: Final = 30.0
 #: What a pod without a termination time waits for, in the report's words.
 FIRST_SEEN: Final = "after zombied first sees it terminal"
 
@@ -59,22 +37,13 @@ class Explanation:
     decision: Decision
     summary: str
 
-    @property
-    def pod(self) -> PodSnapshot:
-        """The pod explained."""
-        return self.judgement.pod
-
 
 def explain(obj: Mapping[str, Any], config: ExplainConfig, now: datetime) -> Explanation:
-    """Explain what zombied, configured by ``config``, does with pod ``obj`` at ``now``.
-
-    Raises `zombied.pod.PodParseError` when the object lacks namespace, name or uid.
-    """
+    """Explain what zombied, configured by ``config``, does with pod ``obj`` at ``now``;
+    `zombied.pod.PodParseError` when the object lacks namespace, name or uid."""
     rules = config.rules
     pod = parse_pod(obj, label_keys=rules.scope.label_keys)
-    # A pod without a termination time is timed from when zombied first sees it:
-    # for a process asked now, that is now, so the decision is wait (or delete, at a
-    # min age of 0); the report says what it waits for rather than a time.
+    # A pod without a termination time is timed from now: zombied first sees it now.
     judgement = judge(pod, rules, first_seen=now)
     decision = judgement.decision(now)
     return Explanation(judgement, now, decision, _summary(judgement, decision, config.dry_run, now))
@@ -110,15 +79,11 @@ def _summary(judgement: Judgement, decision: Decision, dry_run: DryRun, now: dat
 
 
 def _due(check: RuleMatch, judgement: Judgement) -> str | None:
-    """When the pod is due under ``check``'s rule; None when that waits for zombied."""
     return report.stamp(check.due) if judgement.since_known else None
 
 
-# -- rendering ---------------------------------------------------------------------------
-
-
 def as_json(explanation: Explanation) -> dict[str, Any]:
-    """The ``-o json`` (and ``-o yaml``) document, in `zombied.report`'s style."""
+    """The ``-o json`` and ``-o yaml`` document."""
     judgement = explanation.judgement
     match = judgement.match
     return {
@@ -148,18 +113,11 @@ def as_json(explanation: Explanation) -> dict[str, Any]:
     }
 
 
-def render_document(output: str) -> Callable[[Explanation], str]:
-    def render(explanation: Explanation) -> str:
-        return report.dump(as_json(explanation), output)
-
-    return render
-
-
 def render_name(explanation: Explanation) -> str:
     """kubectl's ``-o name``, as a filter: ``pod/NAME`` when zombied would delete it now."""
     if explanation.decision is not Decision.DELETE:
         return ""
-    return f"pod/{explanation.pod.name}\n"
+    return f"pod/{explanation.judgement.pod.name}\n"
 
 
 def _disruption(reason: str) -> str:
@@ -213,32 +171,13 @@ def render_table(explanation: Explanation) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: ``--output`` value -> renderer. Add a format by adding a function here; ``wide`` is
-#: refused by the configuration (the table already shows everything).
+#: ``--output`` value -> renderer (``wide`` is refused: the table shows everything).
 RENDERERS: Final[dict[str, Callable[[Explanation], str]]] = {
     "table": render_table,
-    "json": render_document("json"),
-    "yaml": render_document("yaml"),
+    "json": lambda explanation: report.dump(as_json(explanation), "json"),
+    "yaml": lambda explanation: report.dump(as_json(explanation), "yaml"),
     "name": render_name,
 }
-
-
-# -- I/O -------------------------------------------------------------------------------
-
-
-async def read_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
-    """GET one pod as the raw JSON object; a missing pod is a one-line error."""
-    try:
-        obj = await kube.request(Request("get", "pods", namespace, name), timeout=_GET_TIMEOUT)
-    except ApiError as exc:
-        if exc.kind is Kind.NOT_FOUND:
-            raise ZombiedError(
-                f"pod {namespace}/{name} not found (deleted already, or never existed)"
-            ) from exc
-        raise
-    if not isinstance(obj, dict):
-        raise ZombiedError(f"cannot read pod {namespace}/{name}: malformed answer")
-    return obj
 
 
 async def run_explain(config: ExplainConfig, out: TextIO | None = None) -> int:
@@ -248,7 +187,16 @@ async def run_explain(config: ExplainConfig, out: TextIO | None = None) -> int:
     async with open_kube(
         config.kubeconfig, config.context, pool_size=2, report_access=False
     ) as kube:
-        obj = await read_pod(kube, namespace, name)
+        try:
+            obj = await kube.request(Request("get", "pods", namespace, name), timeout=30.0)
+        except ApiError as exc:
+            if exc.kind is Kind.NOT_FOUND:
+                raise ZombiedError(
+                    f"pod {namespace}/{name} not found (deleted already, or never existed)"
+                ) from exc
+            raise
+    if not isinstance(obj, dict):
+        raise ZombiedError(f"cannot read pod {namespace}/{name}: malformed answer")
     try:
         explanation = explain(obj, config, datetime.now(UTC))
     except PodParseError as exc:

@@ -1,11 +1,8 @@
 """The probe and metrics endpoints: ``/healthz``, ``/readyz`` and ``/metrics``.
 
-This module owns the aiohttp server (an ``AppRunner`` started without signal handling:
-the daemon owns signals) and the event-loop heartbeat that tells a wedged process from
-a busy one. What "healthy" and "ready" mean is decided by the callers, passed in as
-functions returning ``(ok, why)``; this module only serves the answers. An address it
-cannot listen on (taken, most often) is a `ListenError` naming it, never a traceback.
-It must never touch the API server.
+An aiohttp ``AppRunner`` without signal handling (the daemon owns signals), and the
+event-loop heartbeat that tells a wedged process from a busy one. What healthy and
+ready mean is the caller's; an address it cannot listen on is a `ListenError`.
 """
 
 from __future__ import annotations
@@ -18,13 +15,10 @@ import anyio
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-# Imported for its side effect: the metric objects register with the default registry
-# that /metrics serves, whoever else imports them.
+# Imported for its side effect: the metric objects register with the default registry.
 from zombied import metrics as _metrics  # noqa: F401
 from zombied.errors import ListenError
 from zombied.log import get_logger
-
-__all__ = ["Check", "HttpServer", "LoopMonitor"]
 
 log = get_logger(__name__)
 
@@ -35,11 +29,8 @@ _HEARTBEAT: Final = 0.5
 
 
 class LoopMonitor:
-    """Measures event-loop lag: how late a periodic sleep wakes up.
-
-    A stall is reported for ``hold`` seconds after it ended: once the loop runs again
-    the next beat is on time, and a probe arriving a second later must still see it.
-    """
+    """Measures event-loop lag (how late a periodic sleep wakes up); a stall is still
+    reported ``hold`` seconds after it ended, for the probe that arrives after it."""
 
     def __init__(
         self, interval: float = _HEARTBEAT, stall_after: float = 10.0, hold: float = 60.0
@@ -47,12 +38,10 @@ class LoopMonitor:
         self.interval = interval
         self.stall_after = stall_after
         self.hold = hold
-        self.lag = 0.0
         self._last_beat: float | None = None
         self._stall: tuple[float, float] | None = None  # (loop time seen, lag)
 
     async def run(self) -> None:
-        """Beat until cancelled."""
         while True:
             before = anyio.current_time()
             self._last_beat = before
@@ -60,10 +49,8 @@ class LoopMonitor:
             self.record(anyio.current_time() - before - self.interval)
 
     def record(self, lag: float) -> None:
-        """Note how late one beat woke up."""
-        self.lag = max(0.0, lag)
-        if self.lag > self.stall_after:
-            self._stall = (anyio.current_time(), self.lag)
+        if lag > self.stall_after:
+            self._stall = (anyio.current_time(), lag)
 
     def check(self) -> tuple[bool, str]:
         """Unhealthy during and shortly after a stall, or while the next beat is overdue."""
@@ -122,7 +109,7 @@ class HttpServer:
                 raise ListenError(_listen_problem(self.host, self.requested_port, exc)) from None
             raise
         self._runner = runner
-        self.port = _bound_port(runner, self.requested_port)
+        self.port = int(runner.addresses[0][1])  # (host, port, ...) of the TCP socket
         log.info("http.listening", host=self.host, port=self.port)
         return self
 
@@ -142,7 +129,6 @@ class HttpServer:
 
 
 def _listen_problem(host: str, port: int, exc: OSError) -> str:
-    """One line naming the address, what is wrong with it and what to do."""
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if exc.errno == errno.EADDRINUSE:
         what = "address already in use: another process listens there; stop it, or"
@@ -154,10 +140,3 @@ def _listen_problem(host: str, port: int, exc: OSError) -> str:
         reason = exc.strerror or str(exc)
         what = f"cannot listen: {reason};"
     return f"--listen {address}: {what} choose another HOST:PORT (port 0 picks a free one)"
-
-
-def _bound_port(runner: web.AppRunner, fallback: int) -> int:
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2 and isinstance(address[1], int):
-            return address[1]
-    return fallback

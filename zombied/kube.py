@@ -1,22 +1,13 @@
 """Talking to the API server: one client, one owner of credentials, one failure type.
 
-This module owns every byte zombied exchanges with the API server. `open_kube` loads the
-cluster configuration with kubernetes_asyncio (in-cluster service account or kubeconfig,
-TLS, proxy) and yields a `Kube`, whose `Kube.request` and `Kube.stream` send every
-request (LIST, WATCH, GET, DELETE, Event and Lease writes) through the one aiohttp
-session of kubernetes_asyncio's ``ApiClient``, with zombied's ``User-Agent`` and a
-bearer token from `Credentials`. Tokens expire (exec plugins of GKE, EKS and kubelogin;
-projected service-account tokens rotated by the kubelet; kubeconfig ``tokenFile``), so
-`Credentials` re-reads them before they expire and once more when the server answers
-401; a second 401 is "credentials rejected", never reported as a missing RBAC rule.
-
-Whatever goes wrong with a request (an error answer, a ``Status`` in a watch, a broken
-connection, a timeout, an unreadable body) comes out as one `ApiError` that names its
-`Kind` and the `Request` it was for. Callers read the kind; what a kind means for the
-work (retry, back off, drop) is theirs to decide. Every refusal and every success also
-goes to the `Permissions` ledger, which logs each missing RBAC rule once and tells
-``/readyz`` what is refused right now. This module never retries beyond the one
-request after a credential refresh, and never decides anything about pods.
+`open_kube` loads the configuration with kubernetes_asyncio (in-cluster or kubeconfig)
+and yields a `Kube`, which sends every request through kubernetes_asyncio's aiohttp
+session with a bearer token from `Credentials`; tokens expire, so they are re-read
+before expiry and once after a 401. Every failure (error answer, watch ``Status``,
+broken connection, timeout, garbled body) is one `ApiError` with a `Kind`; what a kind
+means for the work is the caller's decision. `Permissions` logs each missing RBAC rule
+once and tells ``/readyz`` what is refused. Never retries beyond the one request after
+a credential refresh, and never decides anything about pods.
 """
 
 from __future__ import annotations
@@ -47,28 +38,11 @@ from zombied import __version__
 from zombied.errors import KubeconfigError, ZombiedError
 from zombied.log import get_logger
 
-__all__ = [
-    "SERVICE_ACCOUNT_DIR",
-    "ApiError",
-    "Credentials",
-    "Kind",
-    "Kube",
-    "Permissions",
-    "Request",
-    "in_cluster",
-    "kind_of",
-    "open_kube",
-    "own_namespace",
-    "pool_size",
-    "user_agent",
-]
-
 log = get_logger(__name__)
 
 SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
-#: How often a token read from a file is read again: the kubelet rotates projected
-#: service-account tokens in place, and client-go re-reads token files this often.
+#: How often a token file is re-read (the kubelet rotates it in place), as client-go.
 TOKEN_FILE_PERIOD: Final = 60.0
 #: How long before its expirationTimestamp an exec plugin's token is replaced.
 EXPIRY_MARGIN: Final = 30.0
@@ -77,14 +51,6 @@ EXPIRY_MARGIN: Final = 30.0
 _GOARCH: Final = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 #: A pod in a watch event can exceed aiohttp's default read buffer (etcd allows 1.5 MiB).
 _READ_BUFSIZE: Final = 2**21
-_METHODS: Final = {
-    "get": "GET",
-    "list": "GET",
-    "watch": "GET",
-    "create": "POST",
-    "update": "PUT",
-    "delete": "DELETE",
-}
 
 
 def user_agent() -> str:
@@ -111,11 +77,8 @@ def own_namespace() -> str | None:
 
 
 def pool_size(*, watches: int, workers: int) -> int:
-    """Connections the session needs so that no request waits for a socket.
-
-    Every watch holds a connection for minutes; each delete worker needs one for its
-    DELETE; the Event writer, the lease and a spare take the rest.
-    """
+    """Connections the session needs so that no request waits for a socket: one per
+    watch and per delete worker, plus the Event writer, the lease and a spare."""
     return watches + workers + 4
 
 
@@ -134,8 +97,8 @@ class Request:
 
     @property
     def method(self) -> str:
-        """The HTTP method of the verb."""
-        return _METHODS[self.verb]
+        """The HTTP method of the verb: GET for get, list and watch."""
+        return {"create": "POST", "update": "PUT", "delete": "DELETE"}.get(self.verb, "GET")
 
     @property
     def path(self) -> str:
@@ -192,11 +155,8 @@ def kind_of(code: int) -> Kind:
 
 
 class ApiError(ZombiedError):
-    """A request failed; ``kind`` says how, ``request`` which one.
-
-    Its message is the one line a command prints: a refusal names the RBAC rule to
-    grant, a rejection says the credentials are at fault.
-    """
+    """A request failed; ``kind`` says how, ``request`` which one. Its message is the
+    one line a command prints (a refusal names the RBAC rule to grant)."""
 
     def __init__(
         self,
@@ -239,6 +199,16 @@ class ApiError(ZombiedError):
             retry_after=retry_after,
         )
 
+    @property
+    def refused(self) -> bool:
+        """401 or 403: the `Permissions` ledger reports it, whoever made the request."""
+        return self.kind in (Kind.UNAUTHORIZED, Kind.FORBIDDEN)
+
+    @property
+    def overloaded(self) -> bool:
+        """The server (or the way to it) says: slow down."""
+        return self.kind in (Kind.THROTTLED, Kind.TRANSIENT)
+
     def __str__(self) -> str:
         detail = self.message or self.reason
         if self.kind is Kind.FORBIDDEN:
@@ -275,10 +245,8 @@ _TRANSPORT: Final = (aiohttp.ClientError, TimeoutError, OSError)
 class Permissions:
     """Which RBAC rules the server refuses right now, and whether it knows who we are.
 
-    Every request's outcome is recorded here (`Kube` does it), so a refusal is logged
-    once, when it starts, and once more when the rule works again, whoever made the
-    request; ``/readyz`` lists what is refused now. Without ``report`` it only keeps
-    count, for a command that reports the failing request itself.
+    `Kube` records every request's outcome here, so a refusal is logged once when it
+    starts and once when it ends; without ``report`` (one-shot commands) it only counts.
     """
 
     def __init__(self, *, report: bool = True) -> None:
@@ -331,11 +299,8 @@ class Permissions:
 class Credentials:
     """The ``Authorization`` header of every request, re-read before it goes stale.
 
-    One of three sources, chosen when the configuration is loaded: an exec plugin
-    (re-run ``EXPIRY_MARGIN`` before its ``expirationTimestamp``, or, without one, only
-    when the server says 401), a token file (re-read every ``TOKEN_FILE_PERIOD``: the
-    in-cluster service-account token and a kubeconfig ``tokenFile``), or a fixed
-    token, client certificate or nothing (never refreshed).
+    From an exec plugin (re-run ``EXPIRY_MARGIN`` before its expiry, else after a 401),
+    a token file (re-read every ``TOKEN_FILE_PERIOD``), or fixed (never refreshed).
     """
 
     def __init__(
@@ -365,10 +330,7 @@ class Credentials:
         return self._header
 
     async def refresh(self, stale: str | None) -> bool:
-        """Get a new token unless someone already replaced ``stale``; True if it changed.
-
-        Concurrent requests rejected with the same token refresh it once.
-        """
+        """Get a new token unless someone already replaced ``stale``; True if it changed."""
         async with self._lock:
             if self._header != stale:
                 return True
@@ -399,9 +361,7 @@ def _read_token_file(path: Path, old: str | None) -> str | None:
 
 
 async def _run_exec_plugin(loader: Any) -> str | None:
-    # kubernetes_asyncio's loader caches the plugin's answer until its
-    # expirationTimestamp (or, without one, runs the plugin on every call): dropping
-    # its cached expiry makes the next call run the plugin, exactly when we ask.
+    # Dropping the loader's cached expiry makes it run the plugin now.
     vars(loader).pop("exec_plugin_expiry", None)
     try:
         await loader.load_from_exec_plugin()
@@ -425,8 +385,7 @@ class Kube:
         on_failure: Callable[[str, int], None] | None = None,
         report_access: bool = True,
     ) -> None:
-        """``on_failure(verb, code)`` counts every failed request (code 0: no answer);
-        ``report_access`` logs refusals as they start and end (see `Permissions`)."""
+        """``on_failure(verb, code)`` counts every failed request (code 0: no answer)."""
         self.api = api
         self.credentials = credentials
         self.permissions = Permissions(report=report_access)
@@ -473,9 +432,7 @@ class Kube:
         connect_timeout: float,
     ) -> AsyncIterator[aiohttp.StreamReader]:
         """Open a streaming answer (a watch) and yield its body; `ApiError` on failure.
-
-        The stream has no read timeout: the caller guards it against silence.
-        """
+        There is no read timeout: the caller guards the stream against silence."""
         deadline = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
         try:
             async with self._send(request, query, None, deadline) as response:
@@ -529,7 +486,7 @@ class Kube:
             response.status,
             retry_after=_retry_after(response.headers.get("Retry-After")),
         )
-        if error.kind in (Kind.UNAUTHORIZED, Kind.FORBIDDEN):
+        if error.refused:
             self.permissions.refused(error)
         elif error.kind in _ANSWERED_ON_MERITS:
             self.permissions.allowed(request)
@@ -538,11 +495,6 @@ class Kube:
     def _failed(self, error: ApiError) -> ApiError:
         self._on_failure(error.request.verb, error.code)
         return error
-
-    async def close(self) -> None:
-        """Close the session (and with it every pooled connection)."""
-        with anyio.CancelScope(shield=True):
-            await self.api.close()
 
 
 @asynccontextmanager
@@ -554,13 +506,8 @@ async def open_kube(
     on_failure: Callable[[str, int], None] | None = None,
     report_access: bool = True,
 ) -> AsyncIterator[Kube]:
-    """Yield a `Kube` for the cluster and close it on exit.
-
-    With neither ``kubeconfig`` nor ``context`` and a mounted service account, the
-    in-cluster configuration is used; otherwise the kubeconfig (``$KUBECONFIG`` or
-    ``~/.kube/config`` by default). Any failure to load raises :class:`KubeconfigError`
-    with a one-line message.
-    """
+    """Yield a `Kube` for the cluster: in-cluster without ``kubeconfig`` and ``context``
+    when a service account is mounted, else the kubeconfig; `KubeconfigError` if not."""
     configuration = client.Configuration()
     use_in_cluster = kubeconfig is None and context is None and in_cluster()
     try:
@@ -583,8 +530,7 @@ async def open_kube(
         detail = " ".join(str(exc).split()) or type(exc).__name__
         option = "--context" if context and "context" in detail.lower() else "--kubeconfig"
         raise KubeconfigError(f"{option}: cannot load cluster credentials: {detail}") from exc
-    # Credentials owns the token from now on: kubernetes_asyncio's own hook would be a
-    # second owner re-reading the in-cluster token behind its back.
+    # Credentials owns the token: kubernetes_asyncio's hook would be a second owner.
     configuration.refresh_api_key_hook = None
     configuration.connection_pool_maxsize = pool_size
     _resolve_env_proxy(configuration)
@@ -594,7 +540,8 @@ async def open_kube(
     try:
         yield kube
     finally:
-        await kube.close()
+        with anyio.CancelScope(shield=True):
+            await api.close()
 
 
 def _kubeconfig_credentials(loader: Any, configuration: Any, path: str) -> Credentials:
@@ -610,11 +557,8 @@ def _kubeconfig_credentials(loader: Any, configuration: Any, path: str) -> Crede
 
 
 def _resolve_env_proxy(configuration: client.Configuration) -> None:
-    """Apply ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` once, as aiohttp would per request.
-
-    A ``proxy-url`` from the kubeconfig wins, as in client-go. The lookup is aiohttp's
-    own (``NO_PROXY``, credentials in the URL or in netrc for the proxy host).
-    """
+    """Apply the proxy variables once, with aiohttp's own lookup; a kubeconfig
+    ``proxy-url`` wins, as in client-go."""
     if configuration.proxy or not configuration.host:
         return
     try:
@@ -627,13 +571,11 @@ def _resolve_env_proxy(configuration: client.Configuration) -> None:
 
 
 def _stop_env_lookups(api: client.ApiClient) -> None:
-    """Give ``api`` a session with ``trust_env=False``, on the same connection pool.
+    """Give ``api`` a session with ``trust_env=False`` on the same connection pool.
 
-    kubernetes_asyncio opens its session with ``trust_env=True`` and offers no option
-    against it; aiohttp then reads netrc and the proxy variables for every request,
-    through a thread pool (a netrc entry for the API server's host even breaks every
-    request: its Basic auth collides with the bearer token). `_resolve_env_proxy`
-    applies the proxy variables once instead.
+    With kubernetes_asyncio's ``trust_env=True`` aiohttp reads netrc and the proxy
+    variables on every request (a netrc entry for the API server even replaces the
+    bearer token with Basic auth); `_resolve_env_proxy` applies the proxy once instead.
     """
     rest = api.rest_client
     session = rest.pool_manager

@@ -1,26 +1,13 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics.
 
-This module owns the Lease loop that decides whether this replica may delete pods. A
-candidate takes the lease when it is absent, released (empty holder), already ours, or
-when the record has not changed for ``leaseDurationSeconds`` *as measured on our own
-monotonic clock since we last saw it change* — the remote ``renewTime`` is written for
-humans and never compared with our wall clock. Every write carries the lease's
-``resourceVersion``, so of two racing candidates exactly one wins and the other gets a
-``409`` and tries again a period later. The leader renews every retry period and stops
-leading as soon as ``renew_deadline`` passes without a successful renewal, which is
-strictly before any standby could see the lease expire (``renew_deadline <
-lease_duration``): there is never a moment with two deleters. On shutdown the leader
-clears the holder so a standby takes over at its next retry instead of after a full
-lease duration. A replica that lost the lease campaigns again, as a standby.
-
-It also owns `Leadership`, the one object that says whether this replica may act now,
-wakes those waiting for it and cancels the deletes in flight when a term ends. The
-elector is its only writer; a term ends by itself at the renew deadline, so a replica
-whose renewals hang stops acting on time even before the elector's loop notices.
-
-It must never decide what leadership is used for (the reaper asks `Leadership`), never
-raise for API errors (they are logged once per kind and retried), and never use the
-wall clock for local timing.
+A candidate takes the lease when it is absent, released, ours, or unchanged for
+``leaseDurationSeconds`` measured on our own monotonic clock since we last saw it
+change (the remote ``renewTime`` is never compared with our wall clock). Every write
+carries the lease's resourceVersion, so of two racing candidates one gets a 409. The
+leader stops leading once ``renew_deadline`` passes without a renewal, before any
+standby can see the lease expire, and clears the holder on shutdown. `Leadership` says
+whether this replica may act now and cancels the deletes in flight when a term ends.
+API errors are logged and retried, never raised.
 """
 
 from __future__ import annotations
@@ -41,14 +28,11 @@ from anyio.abc import TaskStatus
 from zombied.kube import ApiError, Kind, Request
 from zombied.log import get_logger
 
-__all__ = ["Leadership", "LeaseApi", "LeaseElector", "default_identity", "micro_time"]
-
 log = get_logger(__name__)
 
 #: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
 JITTER_FACTOR: Final = 1.2
-#: The four fields that identify a lease record; a change in any of them restarts the
-#: expiry clock of everyone who observes it.
+#: A change in any of these fields restarts the expiry clock of everyone observing it.
 _RECORD_FIELDS: Final = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime")
 _GROUP: Final = "coordination.k8s.io"
 
@@ -67,11 +51,8 @@ class LeaseApi(Protocol):
 
 
 def default_identity() -> str:
-    """``$POD_NAME`` (or the host name) plus a random suffix, unique per process start.
-
-    The suffix keeps a restarted replica with the same pod name from mistaking the
-    lease of its previous life for its own.
-    """
+    """``$POD_NAME`` (or the host name) plus a random suffix, so that a restarted replica
+    never takes the lease of its previous life for its own."""
     base = os.environ.get("POD_NAME") or socket.gethostname() or "zombied"
     return f"{base}-{secrets.token_hex(4)}"
 
@@ -84,10 +65,8 @@ def micro_time(moment: datetime) -> str:
 class Leadership:
     """Whether this replica may act now, who waits for that, and what to stop on loss.
 
-    ``Leadership()`` leads for good (no election). A `LeaseElector` given
-    ``Leadership(False)`` is its only writer, through `begin_term`, `extend` and
-    `end_term`; a term also ends by itself at its deadline (the renew deadline).
-    ``on_change(leading)`` is called at every gain and loss.
+    ``Leadership()`` leads for good (no election); a `LeaseElector` is the only writer
+    of ``Leadership(False)``. A term also ends by itself at its deadline.
     """
 
     def __init__(
@@ -98,8 +77,6 @@ class Leadership:
         self._changed = anyio.Event()
         self._acting: set[anyio.CancelScope] = set()
         self._on_change = on_change if on_change is not None else (lambda _leading: None)
-        #: Terms begun so far.
-        self.terms = 0
 
     @property
     def leading(self) -> bool:
@@ -115,22 +92,17 @@ class Leadership:
 
     @property
     def in_flight(self) -> int:
-        """Actions (deletes) running under `acting` right now."""
         return len(self._acting)
 
     async def wait(self) -> None:
-        """Return once leading (at once if leading now)."""
+        """Return once leading."""
         while not self.leading:
-            # A term past its deadline but not yet ended is followed by end_term at once;
-            # every change wakes us to look again.
             await self._changed.wait()
 
     @contextmanager
     def acting(self) -> Iterator[anyio.CancelScope]:
-        """A cancel scope for one action, cancelled the moment the term ends.
-
-        Check `leading` first: a request may leave before a cancelled scope is noticed.
-        """
+        """A cancel scope for one action, cancelled the moment the term ends (check
+        `leading` first: a request may leave before a cancelled scope is noticed)."""
         with anyio.CancelScope() as scope:
             if not self.leading:
                 scope.cancel()
@@ -147,11 +119,9 @@ class Leadership:
         self._until = until
         if not self._in_term:
             self._in_term = True
-            self.terms += 1
             self._changed_now()
 
     def extend(self, until: float) -> None:
-        """A renewal moved the end of the running term to ``until``."""
         self._until = until
 
     def end_term(self) -> None:
@@ -170,11 +140,7 @@ class Leadership:
 
 
 class LeaseElector:
-    """Campaign for, hold and release one Lease; its `Leadership` says when we may act.
-
-    Run :meth:`run` in a task group; it returns only when cancelled, after releasing
-    the lease if held.
-    """
+    """Campaign for, hold and release one Lease; its `Leadership` says when we may act."""
 
     def __init__(
         self,
@@ -220,7 +186,7 @@ class LeaseElector:
 
     @property
     def holder(self) -> str:
-        """The holder identity we last observed on the lease ("" when free or unknown)."""
+        """The holder we last observed ("" when free or unknown)."""
         return self._holder
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -238,12 +204,8 @@ class LeaseElector:
                     await self._release(reason="shutdown")
 
     async def release(self) -> None:
-        """Stop leading for good and clear the holder so a standby takes over at once.
-
-        After this, :meth:`run` stays a follower until it is cancelled. A lease request
-        of ours still waiting for its answer is abandoned, not waited for: the release
-        reads the lease and clears whatever of that request the server applied.
-        """
+        """Stop leading for good and clear the holder so a standby takes over at once; a
+        lease request still on its way is abandoned (the release reads the lease first)."""
         self._released = True
         if self._campaign is not None:
             self._campaign.cancel()
@@ -360,8 +322,7 @@ class LeaseElector:
         if record == self._observed:
             return
         self._observed = record
-        # A change seen in an answer happened before we saw it: counting from now (after
-        # the answer) can only make our idea of its expiry later, never earlier.
+        # Counting from when we saw the change can only make its expiry later, never earlier.
         self._observed_at = anyio.current_time() if at is None else at
         duration = spec.get("leaseDurationSeconds")
         self._observed_duration = (
@@ -386,12 +347,8 @@ class LeaseElector:
             self.leadership.end_term()
 
     async def _release(self, *, reason: str) -> None:
-        """Clear the holder if it is still us (client-go: empty holder, 1 s duration).
-
-        The lease is read first, so a renewal of ours that landed after we stopped
-        listening is seen and cleared too; one that lands after the release finds a new
-        resourceVersion and fails with 409.
-        """
+        """Clear the holder if it is still us (client-go: empty holder, 1 s duration). The
+        lease is read first, so a renewal of ours that landed late is cleared too."""
         self.leadership.end_term()  # stop acting first: the lease is up for grabs next
         timeout = max(self.retry_period, 1.0)
         with anyio.move_on_after(timeout) as scope:
@@ -414,19 +371,13 @@ class LeaseElector:
         if scope.cancelled_caught:
             self._log.warning("leader.release_timeout", timeout_s=round(timeout, 3))
 
-    # -- HTTP -----------------------------------------------------------------------
-
     def _lease_request(self, verb: str) -> Request:
         name = None if verb == "create" else self.name
         return Request(verb, "leases", self.namespace, name, group=_GROUP)
 
     async def _request(self, verb: str, body: object = None, *, limit: float | None = None) -> Any:
-        """One lease request within ``limit`` seconds (by default the renew deadline).
-
-        As kube-controller-manager's leader-election client, a request may take up to
-        the renew deadline: a term's own deadline still ends leading on time, and a
-        shorter bound lost the lease to a server that was slow, not gone.
-        """
+        """One lease request within ``limit`` seconds (by default the renew deadline, as
+        kube-controller-manager: the term's own deadline still ends leading on time)."""
         timeout = self.renew_deadline if limit is None else limit
         return await self._kube.request(self._lease_request(verb), body=body, timeout=timeout)
 
@@ -436,8 +387,8 @@ class LeaseElector:
             self._log.info("leader.conflict", verb=exc.request.verb, message=exc.message or None)
             return
         key = (exc.request.verb, exc.kind)
-        if key in self._logged or exc.kind in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):
-            return  # the permissions ledger reports refusals
+        if key in self._logged or exc.refused:
+            return
         self._logged.add(key)
         self._log.warning(
             "leader.error",

@@ -1,13 +1,8 @@
 """Structured logging: one event per thing that happened, with stable keys.
 
-This module owns the logging set-up of the process: structlog events rendered as JSON
-lines on stdout (production), or by the console renderer on a terminal; the stdlib
-loggers of aiohttp and kubernetes_asyncio are routed through a ``ProcessorFormatter``
-with the same processors, so every line on stdout has one shape. zombied's own events
-are rendered by structlog and written straight to the stream, without the stdlib's
-records and handlers. Per-item context (the pod being reaped, the scope being watched)
-is bound to loggers by the callers (``bind``); ``structlog.contextvars`` are merged here
-too. It must never decide *what* to log; callers do.
+structlog events as JSON lines on stdout, or the console renderer on a terminal; the
+stdlib loggers of aiohttp and kubernetes_asyncio go through a ``ProcessorFormatter`` so
+every line has one shape. Callers decide what to log.
 """
 
 from __future__ import annotations
@@ -33,18 +28,14 @@ def wants_console(log_format: str, stream: TextIO) -> bool:
 
 
 class _NamedWriteLogger(structlog.WriteLogger):
-    """structlog's line writer, with the name ``add_logger_name`` reports.
-
-    Like a stdlib handler, it never lets a line that cannot be written (a closed or
-    broken stdout) stop the work that logged it.
-    """
+    """structlog's line writer, with the name ``add_logger_name`` reports; like a stdlib
+    handler, it drops a line it cannot write (closed stdout) instead of raising."""
 
     def __init__(self, file: TextIO, name: str) -> None:
         super().__init__(file)
         self.name = name
 
     def msg(self, message: str) -> None:
-        """Write and flush one line; drop it if the stream is gone."""
         try:
             super().msg(message)
         except (OSError, ValueError):
@@ -80,8 +71,7 @@ def configure_logging(
         processors=[*shared, renderer],
         logger_factory=writer,
         wrapper_class=structlog.make_filtering_bound_logger(level_no),
-        # Caching would pin loggers created at import time to this configuration, and
-        # ``structlog.testing.capture_logs`` could no longer see them.
+        # Cached loggers would escape ``structlog.testing.capture_logs``.
         cache_logger_on_first_use=False,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
@@ -100,7 +90,6 @@ def configure_logging(
 
 
 def _dumps(event: Any, **_kwargs: Any) -> str:
-    """One JSON line; a value JSON has no type for is written as its ``str``."""
     return msgspec.json.encode(event, enc_hook=str).decode()
 
 
@@ -112,6 +101,5 @@ def _is_terminal(stream: TextIO) -> bool:
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
-    """A logger named after the module that uses it."""
     logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
     return logger

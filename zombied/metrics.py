@@ -1,13 +1,9 @@
-"""Prometheus metrics of zombied, defined once, at module level, and the one way to record.
+"""Prometheus metrics of zombied, defined once, and the functions that record them.
 
-This module owns every metric object and its help text; the metrics reference in the
-docs is generated from :func:`reference`. The objects are private: the functions below
-record what happened (a delete answered, a watch restarted, a leadership change...).
-The daemon hands them to the parts it builds as callbacks, as the work queue takes its
-own, so no part writes a metric by itself and every series has one writer.
-Label values are bounded sets (rule, outcome, scope, verb, status code): pod names and
-uids never become labels, because they would grow the series count with every pod ever
-reaped. Nothing here does I/O or keeps state besides the metric objects themselves.
+The metric objects are private; the daemon hands the recording functions to the parts
+it builds as callbacks, so every series has one writer. Label values are bounded sets
+(rule, outcome, scope, verb, code): pod names never become labels. The metrics
+reference in the docs is generated from `reference`.
 """
 
 from __future__ import annotations
@@ -24,11 +20,7 @@ from zombied import __version__
 # The ``*_created`` series double the exposition for timestamps nobody alerts on.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
-#: Every outcome a delete attempt can have, as counted in ``zombied_pods_reaped_total``.
-OUTCOMES = ("deleted", "gone", "conflict", "dry_run", "error")
-
-# A DELETE answers in milliseconds on a healthy server and within its 10 s timeout at worst;
-# a due key waits for a worker from microseconds up to a minute under a QPS limit.
+# A DELETE answers within its 10 s timeout; a due key waits up to a minute under --qps.
 _DELETE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
 
@@ -114,8 +106,7 @@ _events_queued = Gauge(
 
 # -- computed at scrape time, for the alerts of manifests/components/monitoring ---------
 
-#: How long past its due time a zombie may wait before it counts as overdue: room for
-#: the rate limit, a Retry-After and a backoff or two, so a healthy storm never counts.
+#: Past due by this much a zombie is overdue: a healthy storm never counts.
 OVERDUE_MARGIN: Final = 60.0
 
 _zombies_overdue = Gauge(
@@ -138,33 +129,12 @@ _delete_rate_limit_waiting = Gauge(
 
 _build_info.labels(version=__version__).set(1)
 
-_ALL: tuple[MetricWrapperBase, ...] = (
-    _pods_reaped,
-    _delete_duration,
-    _queue_depth,
-    _queue_wait,
-    _watch_restarts,
-    _watch_relists,
-    _api_errors,
-    _zombies_known,
-    _watch_last_event_age,
-    _build_info,
-    _leader,
-    _leader_transitions,
-    _scope_synced,
-    _delete_rate,
-    _events_dropped,
-    _events_queued,
-    _zombies_overdue,
-    _watch_timeout,
-    _delete_rate_limit_waiting,
-)
-
 
 def reference() -> list[tuple[str, str, tuple[str, ...], str]]:
     """(name as exposed, type, label names, help) for every metric, for the README."""
     rows: list[tuple[str, str, tuple[str, ...], str]] = []
-    for metric in _ALL:
+    metrics = [value for value in globals().values() if isinstance(value, MetricWrapperBase)]
+    for metric in metrics:
         (family,) = metric.describe()
         name = f"{family.name}_total" if family.type == "counter" else family.name
         # prometheus_client has no public accessor for the label names of a wrapper.
@@ -175,35 +145,23 @@ def reference() -> list[tuple[str, str, tuple[str, ...], str]]:
 
 # -- recording: the only writers of the series above ------------------------------------
 
+queue_depth_changed = _queue_depth.set
+queue_waited = _queue_wait.observe
+zombies_known_changed = _zombies_known.set
+delete_rate_changed = _delete_rate.set
+events_queued_changed = _events_queued.set
+rate_limit_waiting = _delete_rate_limit_waiting.set
+
 
 def delete_answered(rule: str, outcome: str, code: int, seconds: float | None) -> None:
-    """One delete attempt ended with ``outcome`` (HTTP ``code``; 0 transport) after ``seconds``.
-
-    ``seconds`` is None when no request was sent (client-side dry run).
-    """
+    """One delete attempt ended with ``outcome`` after ``seconds`` (None: nothing sent)."""
     _pods_reaped.labels(rule=rule, outcome=outcome).inc()
     if seconds is not None:
         _delete_duration.observe(seconds)
 
 
 def api_failed(verb: str, code: int) -> None:
-    """A request failed with HTTP status ``code`` (0: no answer)."""
     _api_errors.labels(verb=verb, code=str(code)).inc()
-
-
-def queue_depth_changed(depth: int) -> None:
-    """The work queue holds ``depth`` keys, due or not."""
-    _queue_depth.set(depth)
-
-
-def queue_waited(seconds: float) -> None:
-    """A key was handed to a worker ``seconds`` after it became due."""
-    _queue_wait.observe(seconds)
-
-
-def zombies_known_changed(count: int) -> None:
-    """The cache holds ``count`` zombies, due or not."""
-    _zombies_known.set(count)
 
 
 def scope_synced(scope: str, synced: bool) -> None:
@@ -219,7 +177,6 @@ def watch_restarted(scope: str, relist: bool = False) -> None:
 
 
 def watch_ages(ages: Mapping[str, float]) -> None:
-    """Seconds since each scope's watch last saw an event (at scrape time)."""
     for scope, age in ages.items():
         _watch_last_event_age.labels(scope=scope).set(max(0.0, age))
 
@@ -231,19 +188,8 @@ def leading(now: bool, *, changed: bool = True) -> None:
         _leader_transitions.inc()
 
 
-def delete_rate_changed(rate: float) -> None:
-    """The DELETE rate limit is ``rate`` requests per second now."""
-    _delete_rate.set(rate)
-
-
 def events_dropped(reason: str, count: int = 1) -> None:
-    """``count`` Reaped Events were not written, for ``reason``."""
     _events_dropped.labels(reason=reason).inc(count)
-
-
-def events_queued_changed(depth: int) -> None:
-    """``depth`` Reaped Events wait to be written."""
-    _events_queued.set(depth)
 
 
 def overdue_by_rule(
@@ -252,11 +198,8 @@ def overdue_by_rule(
     now: datetime,
     margin: float = OVERDUE_MARGIN,
 ) -> dict[str, int]:
-    """Count the zombies, given as ``(rule, due)``, past due by more than ``margin``.
-
-    Every rule in ``rules`` gets a count, zero included, so that an alert on the series
-    sees 0 rather than nothing while all is well.
-    """
+    """Count the zombies, given as ``(rule, due)``, past due by more than ``margin``;
+    every rule gets a count, so an alert sees 0 rather than nothing while all is well."""
     counts = dict.fromkeys(rules, 0)
     for rule, due in zombies:
         if rule is not None and due is not None and (now - due).total_seconds() > margin:
@@ -265,17 +208,10 @@ def overdue_by_rule(
 
 
 def zombies_overdue(counts: Mapping[str, int]) -> None:
-    """Zombies overdue by rule, from `overdue_by_rule` (at scrape time)."""
     for rule, count in counts.items():
         _zombies_overdue.labels(rule=rule).set(count)
 
 
 def watch_timeouts(timeouts: Mapping[str, float]) -> None:
-    """The server-side timeout of each scope's current watch (at scrape time)."""
     for scope, timeout in timeouts.items():
         _watch_timeout.labels(scope=scope).set(timeout)
-
-
-def rate_limit_waiting(workers: int) -> None:
-    """Delete workers waiting for a rate-limit token right now (at scrape time)."""
-    _delete_rate_limit_waiting.set(workers)

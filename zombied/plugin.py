@@ -1,21 +1,10 @@
 """``kubectl zombies``: ``zombied scan`` and ``zombied explain`` as a kubectl plugin.
 
-kubectl runs the ``kubectl-zombies`` executable it finds on PATH with the arguments
-that follow ``zombies``. zombied's own command line already speaks kubectl's flags
-(``-n``, ``-A``, ``-l``, ``-o``, ``--kubeconfig``, ``--context``), so this module adds
-only what kubectl does and zombied does not, then hands over to `zombied.cli.main`, so
-exit codes, errors and output are the CLI's own:
-
-- no ``-n``/``--namespace`` means the namespace of the kubeconfig context in use (the
-  current one, or ``--context``), else ``default``, as in ``kubectl get pods``: for the
-  listing without ``-A``, and for ``explain POD`` without ``NAMESPACE/``;
-- the plugin only reads, as kubectl's ``get`` and ``explain`` do: ``--delete`` is
-  refused (``zombied scan --delete`` takes the same options and deletes), and a
-  ``ZOMBIED_DELETE`` in the environment is overridden, never obeyed.
-
-Reading the kubeconfig to find a context's namespace is the only I/O here, and it
-follows kubectl's merge rules for ``$KUBECONFIG`` (the first file to set a value wins).
-It must never talk to the API server or decide anything about pods itself.
+zombied's command line already speaks kubectl's flags, so this adds only what kubectl
+does and zombied does not, then hands over to `zombied.cli.main`: without ``-n`` the
+namespace of the kubeconfig context in use (else ``default``), and read-only
+(``--delete`` is refused, ``ZOMBIED_DELETE`` overridden). Reading the kubeconfig is its
+only I/O; it never talks to the API server.
 """
 
 from __future__ import annotations
@@ -31,8 +20,6 @@ import yaml
 
 from zombied.cli import main as zombied_main
 from zombied.config import OPTIONS
-
-__all__ = ["Invocation", "context_namespace", "main", "parse", "translate"]
 
 USAGE = """\
 usage: kubectl zombies [-n NAMESPACE | -A] [-l SELECTOR] [-o table|wide|json|yaml|name]

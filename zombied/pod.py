@@ -1,13 +1,9 @@
 """The small, immutable view of a pod that the rest of zombied works with.
 
-`parse_pod` turns the raw JSON dict the API server sent (LIST item or WATCH object)
-into a `PodSnapshot` holding only what the rules, the reaper and the logs need, so
-memory grows with the number of terminal pods and not with the size of their specs.
-The input is treated as hostile: it may come from a broken or malicious server, so
-every field is type-checked. Only the fields a safe DELETE depends on (namespace,
-name, uid) are mandatory; anything else that is missing or malformed degrades to an
-empty value. This module must never keep a reference into the raw object and never
-does I/O.
+`parse_pod` keeps only what rules, reaper and logs need, so memory grows with the
+number of terminal pods, not the size of their specs. The input is treated as hostile:
+namespace, name and uid (what a safe DELETE needs) are mandatory and checked, anything
+else missing or malformed degrades to an empty value.
 """
 
 from __future__ import annotations
@@ -21,19 +17,13 @@ from typing import Final
 KEEP_ANNOTATION: Final = "zombied.io/keep"
 TERMINAL_PHASES: Final = frozenset({"Failed", "Succeeded"})
 
-# Real API objects are far below these sizes; the caps only bound what a hostile
-# server can make us hold per pod.
+# Caps on what a hostile server can make us hold per pod; real objects are far below.
 _MAX_NAME: Final = 253
 _MAX_UID: Final = 128
 _MAX_REASON: Final = 256
 _MAX_MESSAGE: Final = 1024
 # What would change which object a DELETE's URL addresses; \s is str.isspace().
 _UNSAFE_IN_PATH: Final = re.compile(r"[/%?#\\\s]")
-
-
-def pod_key(namespace: str, name: str) -> str:
-    """The work-queue and cache key of a pod: ``namespace/name``."""
-    return f"{namespace}/{name}"
 
 
 class PodParseError(ValueError):
@@ -61,17 +51,16 @@ class PodSnapshot:
     deleting: bool = False
     keep: bool = False
     terminated_at: datetime | None = None
-    #: The reason of a ``DisruptionTarget=True`` condition (GA since 1.31; a kubelet
-    #: that ended the pod says ``TerminationByKubelet``): evidence shown beside the
-    #: reason rules match on, since older kubelets never write it.
+    #: The reason of a ``DisruptionTarget=True`` condition: evidence only, older kubelets
+    #: never write it.
     disruption: str = ""
-    #: The labels a label selector asks about, as ``(key, value)`` pairs; no others.
+    #: Only the labels the label selector asks about.
     labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
-        """The work-queue key: ``namespace/name``."""
-        return pod_key(self.namespace, self.name)
+        """The work-queue and cache key."""
+        return f"{self.namespace}/{self.name}"
 
     @property
     def owner(self) -> str:
@@ -80,17 +69,12 @@ class PodSnapshot:
 
     @property
     def terminal(self) -> bool:
-        """Whether the pod is in a phase the kubelet never leaves (Failed/Succeeded)."""
         return self.phase in TERMINAL_PHASES
 
 
 def parse_time(value: object) -> datetime | None:
-    """Parse an RFC 3339 timestamp into an aware UTC datetime; None when invalid.
-
-    `datetime.fromisoformat` reads ``Z``, offsets and nanosecond fractions (cut to
-    microseconds). What is left here is what RFC 3339 asks and it does not: lower-case
-    ``t``/``z`` are allowed, and a time without an offset is not a timestamp.
-    """
+    """Parse an RFC 3339 timestamp into an aware UTC datetime; None when invalid (a time
+    without an offset included). RFC 3339 allows a lower-case ``t`` and ``z``."""
     if not isinstance(value, str) or len(value) > 64:
         return None
     try:
@@ -101,13 +85,8 @@ def parse_time(value: object) -> datetime | None:
 
 
 def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSnapshot:
-    """Build a `PodSnapshot` from a pod as the API serves it.
-
-    Only the labels named in ``label_keys`` are kept (those a label selector reads):
-    a snapshot holds what a decision needs, not the pod. Raises `PodParseError` only
-    when namespace, name or uid is missing or unusable; every other problem degrades
-    to an empty value.
-    """
+    """Build a `PodSnapshot` from a pod as the API serves it, keeping only the labels in
+    ``label_keys``. `PodParseError` when namespace, name or uid is missing or unusable."""
     if not isinstance(obj, Mapping):
         raise PodParseError(f"pod is not an object but {type(obj).__name__}")
     metadata = _mapping(obj.get("metadata"))
@@ -176,8 +155,7 @@ def _identifier(metadata: Mapping[str, object], field_name: str, limit: int) -> 
         raise PodParseError(f"metadata.{field_name} is empty")
     if len(value) > limit:
         raise PodParseError(f"metadata.{field_name} is longer than {limit} characters")
-    # These end up in a URL path of the DELETE; refuse anything that could change
-    # which object the request addresses.
+    # Part of the DELETE's URL path: nothing may change which object it addresses.
     if value in {".", ".."} or not value.isprintable() or _UNSAFE_IN_PATH.search(value):
         raise PodParseError(f"metadata.{field_name} {value!r} is not a valid name")
     return value

@@ -1,15 +1,10 @@
 """A delaying work queue with client-go workqueue semantics, for one event loop.
 
-It owns the bookkeeping that keeps deletes safe under concurrency: a key is queued
-at most once, a key being processed is never handed to a second worker, and a key
-re-added while it is processing is remembered ("dirty") and handed out again after
-`WorkQueue.done`. Keys wait in a heap until their due time. Like client-go's
-rate-limiting queue it also owns per-key retry backoff: a worker only says "this key
-failed" (`WorkQueue.add_rate_limited`) or "this key is done" (`WorkQueue.forget`). Time
-is the event loop's clock (``anyio.current_time()``), so tests run on fake time. It must never
-import metrics code: depth and wait time leave through the callbacks given to the
-constructor. It holds keys only, never pod data: workers look up the newest snapshot
-themselves.
+A key is queued at most once, never handed to two workers, and a key re-added while
+processing ("dirty") comes back after `WorkQueue.done`. Keys wait in a heap until due.
+It owns per-key retry backoff: a worker says `add_rate_limited` or `forget`. Time is
+the loop's clock, so tests run on fake time. It holds keys only, never pod data, and
+reports depth and wait time through callbacks, never through metrics code.
 """
 
 from __future__ import annotations
@@ -25,8 +20,6 @@ import anyio
 
 from zombied.backoff import Backoff
 
-__all__ = ["QueueClosed", "WorkQueue"]
-
 K = TypeVar("K", bound=Hashable)
 
 # Lazily deleted heap entries are compacted once they outnumber live ones this much.
@@ -40,11 +33,8 @@ class QueueClosed(Exception):
 class WorkQueue(Generic[K]):
     """Dedup by key, delay until due, never two workers on one key.
 
-    ``depth`` counts keys waiting to be handed out (delayed, ready, and re-added
-    while processing); keys being processed are counted by ``processing``.
-    ``on_depth(n)`` is called whenever the depth changes and ``on_wait(seconds)``
-    each time a key is handed out, with the time between its due time and now.
-    ``backoff()`` makes the retry backoff of one key at its first failure.
+    ``on_depth(n)`` follows the depth; ``on_wait(seconds)`` gets, for each key handed
+    out, how long after its due time; ``backoff()`` makes one key's retry backoff.
     """
 
     def __init__(
@@ -68,8 +58,6 @@ class WorkQueue(Generic[K]):
         self._waiters: deque[anyio.Event] = deque()
         self._last_depth = 0
 
-    # -- introspection ---------------------------------------------------------------
-
     def __len__(self) -> int:
         return self.depth
 
@@ -78,50 +66,37 @@ class WorkQueue(Generic[K]):
 
     @property
     def depth(self) -> int:
-        """Keys waiting to be handed out, due or not."""
+        """Keys waiting to be handed out (due or not, re-added while processing)."""
         return len(self._due) + len(self._dirty)
 
     @property
     def processing(self) -> int:
-        """Keys handed out and not yet marked done."""
         return len(self._processing)
 
     @property
     def closed(self) -> bool:
-        """Whether `shut_down` was called."""
         return self._closed
 
-    def is_processing(self, key: K) -> bool:
-        """Whether a worker holds ``key`` right now."""
-        return key in self._processing
-
     def num_requeues(self, key: K) -> int:
-        """Failures of ``key`` counted by `add_rate_limited` since it was last forgotten."""
         backoff = self._failures.get(key)
         return 0 if backoff is None else backoff.failures
 
     @property
     def retrying(self) -> int:
-        """Keys with failures counted (each holds a little backoff state)."""
+        """Keys with failures counted."""
         return len(self._failures)
 
     def due_at(self, key: K) -> float | None:
-        """Loop time at which a waiting ``key`` becomes due, or None if not waiting."""
+        """Loop time at which a waiting ``key`` becomes due."""
         if key in self._due:
             return self._due[key][0]
         return self._dirty.get(key)
 
-    # -- producers -------------------------------------------------------------------
-
     def add(self, key: K, delay: float = 0.0) -> None:
-        """Queue ``key`` to be due after ``delay`` seconds (now if <= 0).
-
-        An earlier due time wins over a later one. After a shutdown without drain
-        the key is ignored: nothing will be handed out any more.
-        """
+        """Queue ``key`` to be due after ``delay`` seconds; an earlier due time wins."""
         if self._closed and not self._drain:
             return
-        due = _now() + (delay if delay > 0 else 0.0)
+        due = anyio.current_time() + (delay if delay > 0 else 0.0)
         if key in self._processing:
             self._dirty[key] = min(self._dirty.get(key, math.inf), due)
         else:
@@ -136,17 +111,14 @@ class WorkQueue(Generic[K]):
         backoff = self._failures.get(key)
         if backoff is None:
             backoff = self._failures[key] = self._new_backoff()
-        self.add(key, backoff.next(_now()))
+        self.add(key, backoff.next(anyio.current_time()))
 
     def forget(self, key: K) -> None:
         """Stop counting failures of ``key``: it succeeded or will never be retried."""
         self._failures.pop(key, None)
 
     def discard(self, key: K) -> None:
-        """Drop ``key`` from waiting, a pending re-add and its failures: the pod is gone.
-
-        A worker processing the key keeps it until `done`.
-        """
+        """Drop ``key`` from waiting, a pending re-add and its failures: the pod is gone."""
         self._failures.pop(key, None)
         removed = self._due.pop(key, None) is not None
         removed = self._dirty.pop(key, None) is not None or removed
@@ -154,36 +126,28 @@ class WorkQueue(Generic[K]):
             self._maybe_compact()
             self._notify()
 
-    # -- consumers -------------------------------------------------------------------
-
     async def get(self) -> K:
         """Wait for a due key and mark it processing; the caller must call `done`.
-
-        Raises `QueueClosed` right away after ``shut_down(drain=False)``; after
-        ``shut_down(drain=True)`` once no key is due (waiting only for keys that
-        are processing and already re-added as due).
-        """
+        `QueueClosed` after a shutdown, once draining has nothing due left."""
         while True:
             if self._closed and not self._drain:
                 raise QueueClosed
-            now = _now()
+            now = anyio.current_time()
             key = self._pop_due(now)
             if key is not None:
                 if self._due:
-                    # More may be due now, or soon: the next idle worker looks, and
-                    # arms its timer for the earliest due time if nothing is.
-                    self._wake_one()
+                    self._wake_one()  # more may be due: the next idle worker looks
                 return key
             if self._closed and not any(
                 self._dirty.get(k, math.inf) <= now for k in self._processing
             ):
-                # Draining: what is not due yet stays for the next instance, but a
-                # due re-add of a key in flight comes back after done().
+                # Draining: what is not due stays for the next instance, but a due
+                # re-add of a key in flight comes back after done().
                 raise QueueClosed
-            await self._wait(None if self._closed else self._next_due())
+            top = None if self._closed else self._top()
+            await self._wait(None if top is None else top[0])
 
     async def _wait(self, until: float | None) -> None:
-        """Sleep until woken by a change, or until ``until`` (loop time)."""
         waiter = anyio.Event()
         self._waiters.append(waiter)
         try:
@@ -213,18 +177,12 @@ class WorkQueue(Generic[K]):
             self._notify(everyone=True)  # a drain may be waiting for this key alone
 
     def shut_down(self, *, drain: bool = True) -> None:
-        """Stop handing out work: with drain, only what is due; else nothing at all.
-
-        A shutdown without drain after one with drain takes over; the reverse is
-        ignored.
-        """
+        """Stop handing out work: with drain, only what is due; else nothing at all."""
         if self._closed and not self._drain:
             return
         self._closed = True
         self._drain = drain
         self._notify(everyone=True)
-
-    # -- internals -------------------------------------------------------------------
 
     def _push(self, key: K, due: float) -> None:
         seq = next(self._seq)
@@ -239,10 +197,6 @@ class WorkQueue(Generic[K]):
                 return self._heap[0]
             heapq.heappop(self._heap)
         return None
-
-    def _next_due(self) -> float | None:
-        top = self._top()
-        return None if top is None else top[0]
 
     def _pop_due(self, now: float) -> K | None:
         top = self._top()
@@ -262,10 +216,7 @@ class WorkQueue(Generic[K]):
             heapq.heapify(self._heap)
 
     def _notify(self, *, everyone: bool = False) -> None:
-        # One key changed: one idle worker looks at the queue again (it takes the key,
-        # or re-arms its timer for the new earliest due time), as client-go's
-        # ``Cond.Signal``. Waking every worker for each key made a storm's workers
-        # spin through the queue for nothing. Shutdown wakes all of them.
+        # One key changed: one idle worker looks again, as client-go's ``Cond.Signal``.
         if everyone:
             while self._waiters:
                 self._wake_one()
@@ -283,7 +234,3 @@ class WorkQueue(Generic[K]):
             self._last_depth = depth
             if self._on_depth is not None:
                 self._on_depth(depth)
-
-
-def _now() -> float:
-    return anyio.current_time()

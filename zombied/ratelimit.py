@@ -1,22 +1,11 @@
 """The reaper's global rate limit: a token bucket whose rate adapts to pushback.
 
-It exists so that a mass node preemption (hundreds of zombies due at once) turns
-into a steady stream of DELETEs at ``qps`` with at most ``burst`` back to back,
-instead of a spike the API server's priority and fairness would throttle. Waiters
-are served in arrival order, so no worker starves. Time is the event loop's clock,
-which lets tests run on fake time. It must never sleep when a token is available
-and never hold a token for a waiter that was cancelled.
-
-The rate is additive-increase / multiplicative-decrease (`AdaptiveRate`, the rule
-TCP uses against congestion): an answer that says the server is overloaded (429 with
-or without ``Retry-After``, any 5xx, a timeout) cuts the rate at once to ``decrease``
-times itself (0.7, as CUBIC: a server that sheds a steady fifth of the requests still
-gets a useful rate, not the floor), down to a floor; every ``interval`` seconds
-without such an answer adds ``increase`` back, up to ``qps``. An answer to a request
-sent *before* the last cut does not cut again: it describes the old rate, and the
-requests already in flight when the server starts pushing back must not collapse the
-rate to its floor in one go. `AdaptiveRate` and `retry_delay` are pure (time comes in
-as numbers); only `TokenBucket` touches the event loop.
+A mass preemption becomes a steady stream of DELETEs at ``qps`` with at most ``burst``
+back to back, waiters served in arrival order. The rate is additive-increase /
+multiplicative-decrease (`AdaptiveRate`): an overloaded answer (429, 5xx, timeout) cuts
+it, quiet time raises it back to ``qps``; answers to requests sent before the last cut
+do not cut again. `AdaptiveRate` and `retry_delay` are pure; only `TokenBucket` uses
+the event loop.
 """
 
 from __future__ import annotations
@@ -27,36 +16,27 @@ from collections import deque
 
 import anyio
 
-__all__ = ["AdaptiveRate", "TokenBucket", "retry_delay"]
-
-# Float rounding after sleeping exactly the computed refill time must not cost
-# another round trip through the loop.
+# Float rounding after sleeping exactly the refill time must not cost another round.
 _EPSILON = 1e-9
 
-#: The longest ``Retry-After`` honoured as given; a longer one (a misbehaving proxy,
-#: a clock-skewed date) is clamped so that a key is never parked for hours.
+#: The longest ``Retry-After`` honoured: a key is never parked for hours.
 MAX_RETRY_AFTER = 60.0
-#: Extra random wait on top of ``Retry-After``, as a fraction of it: keys throttled in
-#: the same second must not all come back in the same second.
+#: Extra random wait on top of ``Retry-After``, as a fraction of it, so that keys
+#: throttled together do not come back together.
 RETRY_JITTER = 0.5
 
 
 def retry_delay(retry_after: float, rng: random.Random | None = None) -> float:
-    """How long to park a key the server throttled with ``Retry-After: retry_after``.
-
-    Never less than the server asked for, at most ``(1 + RETRY_JITTER)`` times it, and
-    bounded by ``MAX_RETRY_AFTER``.
-    """
+    """How long to park a key the server throttled with ``Retry-After: retry_after``:
+    at least that, at most ``1 + RETRY_JITTER`` times it, never over ``MAX_RETRY_AFTER``."""
     base = min(retry_after, MAX_RETRY_AFTER) if retry_after >= 0 else 0.0  # NaN too
     jitter = base * RETRY_JITTER * (rng or random).random()
     return min(MAX_RETRY_AFTER, base + jitter)
 
 
 class AdaptiveRate:
-    """Additive increase, multiplicative decrease of a rate between ``floor`` and ``ceiling``.
-
-    Pure: every method takes the current time (any monotonic clock, in seconds).
-    """
+    """Additive increase, multiplicative decrease of a rate between ``floor`` and
+    ``ceiling``; pure: every method takes the current time (any monotonic clock)."""
 
     def __init__(
         self,
@@ -69,10 +49,8 @@ class AdaptiveRate:
     ) -> None:
         if not (ceiling > 0 and math.isfinite(ceiling)):
             raise ValueError(f"ceiling must be a finite number > 0, got {ceiling}")
-        # Default floor: a tenth of the ceiling, but at least one request a second
-        # (never above the ceiling): a storm still clears while the server pushes back.
+        # By default a tenth of the ceiling, at least 1/s; back to the ceiling in ~5 s.
         floor = min(ceiling, max(1.0, ceiling / 10)) if floor is None else floor
-        # Default step: back from the floor to the ceiling in about five quiet seconds.
         increase = max(1.0, ceiling / 5) if increase is None else increase
         if not 0 < floor <= ceiling:
             raise ValueError(f"floor must be > 0 and <= ceiling {ceiling}, got {floor}")
@@ -97,11 +75,8 @@ class AdaptiveRate:
         return min(self.ceiling, self._base + steps * self.increase)
 
     def throttled(self, now: float, sent_at: float) -> bool:
-        """The server pushed back on a request sent at ``sent_at``: cut the rate.
-
-        Returns whether the rate was cut; an answer to a request sent before the last
-        cut is not counted again.
-        """
+        """The server pushed back on a request sent at ``sent_at``: cut the rate, unless
+        it was sent before the last cut. Returns whether the rate was cut."""
         if sent_at < self._cut_at:
             return False
         self._base = max(self.floor, self.rate(now) * self.decrease)
@@ -113,20 +88,18 @@ class AdaptiveRate:
 class TokenBucket:
     """``qps`` tokens per second, holding at most ``burst``; starts full.
 
-    With ``adaptive=True`` the rate follows an `AdaptiveRate` with ``qps`` as its
-    ceiling: `throttled` cuts it and drops the tokens saved up (what is left of a burst
-    stops), quiet time raises it again, and the bucket's size follows the rate (at least
-    one token).
+    The rate follows an `AdaptiveRate` with ``qps`` as its ceiling: `throttled` cuts it
+    and stops what is left of a burst; the bucket's size follows the rate.
     """
 
-    def __init__(self, qps: float, burst: int, *, adaptive: bool = False) -> None:
+    def __init__(self, qps: float, burst: int) -> None:
         if not (qps > 0 and math.isfinite(qps)):
             raise ValueError(f"qps must be a finite number > 0, got {qps}")
         if burst < 1:
             raise ValueError(f"burst must be >= 1, got {burst}")
         self.qps = float(qps)
         self.burst = burst
-        self.pace = AdaptiveRate(self.qps) if adaptive else None
+        self.pace = AdaptiveRate(self.qps)
         self._tokens = float(burst)
         self._stamp: float | None = None
         self._waiters: deque[anyio.Event] = deque()
@@ -138,14 +111,7 @@ class TokenBucket:
 
     def rate(self) -> float:
         """Tokens per second right now (below ``qps`` after pushback)."""
-        if self.pace is None:
-            return self.qps
         return self.pace.rate(anyio.current_time())
-
-    def tokens(self) -> float:
-        """Tokens available now (fractional while refilling)."""
-        self._refill()
-        return self._tokens
 
     def try_acquire(self) -> bool:
         """Take a token if one is free and nobody is queued before us."""
@@ -156,11 +122,8 @@ class TokenBucket:
         return False
 
     async def acquire(self) -> float:
-        """Wait for a token, behind every earlier caller still waiting.
-
-        Returns the loop time the token was taken: pass it to `throttled` if the
-        request it paid for is pushed back.
-        """
+        """Wait for a token, behind every earlier caller; return the loop time it was taken
+        (for `throttled`, if the request it paid for is pushed back)."""
         if self.try_acquire():
             return anyio.current_time()
         turn = anyio.Event()
@@ -182,33 +145,19 @@ class TokenBucket:
 
     def throttled(self, sent_at: float) -> bool:
         """The server pushed back on the request paid for at ``sent_at``: slow down now.
-
-        Returns whether the rate was cut (never without ``adaptive``).
-        """
-        if self.pace is None:
-            return False
+        Returns whether the rate was cut."""
         self._refill()
         if not self.pace.throttled(anyio.current_time(), sent_at):
             return False
-        # The burst stops at once: what is left of it would hit a server that just said
-        # it is overloaded. A waiter asleep for a refill time computed at the old rate
-        # finds too few tokens when it wakes and sleeps again at the new one.
+        # A waiter asleep at the old rate finds too few tokens and sleeps again.
         self._tokens = min(self._tokens, 1.0)
         return True
-
-    def _burst_now(self) -> float:
-        if self.pace is None:
-            return float(self.burst)
-        now = anyio.current_time()
-        return max(1.0, self.burst * self.pace.rate(now) / self.qps)
 
     def _refill(self) -> None:
         now = anyio.current_time()
         if self._stamp is not None and now > self._stamp:
-            # Refill at the lower of the rates at both ends of the gap: a rate that rose
-            # in between never pays out more than it allowed.
-            rate = self.qps
-            if self.pace is not None:
-                rate = min(self.pace.rate(self._stamp), self.pace.rate(now))
-            self._tokens = min(self._burst_now(), self._tokens + (now - self._stamp) * rate)
+            # The lower of the rates at both ends of the gap: never more than allowed.
+            rate = min(self.pace.rate(self._stamp), self.pace.rate(now))
+            burst = max(1.0, self.burst * self.pace.rate(now) / self.qps)
+            self._tokens = min(burst, self._tokens + (now - self._stamp) * rate)
         self._stamp = now

@@ -1,19 +1,11 @@
-"""Deleting zombies: one careful DELETE per due key, and what each answer means.
+"""Deleting zombies: the only code path that deletes pods, and what each answer means.
 
-This module owns the only code path that deletes pods. `Reaper.delete` is that path,
-shared by the daemon's workers and ``zombied scan --delete`` (whose worker counts cap
-the requests in flight): it waits for a token of the global bucket, checks leadership
-last, sends DELETE with uid and resourceVersion preconditions (so a StatefulSet pod
-recreated under the same name, or a pod changed since it was judged, is never hit) and,
-for a server dry run, ``dryRun: [All]``, every option in the body, then maps the answer
-through the pure `outcome_for` (by the `ApiError`'s kind), counts, logs one decision
-line and hands a ``Reaped`` Event to the `EventRecorder` (which writes it later, on its
-own budget). The bucket's rate adapts: an answer that says the server is overloaded
-(429, 5xx, timeout) cuts it at once, quiet time raises it back to ``qps``. The workers
-run the cache's `PodCache.evaluate` on the newest snapshot before every delete (the pod
-may be gone, replaced or no longer a zombie since it was queued) and tell the queue
-whether the key failed or is done; the queue owns the retry backoff. It must never
-delete without a uid precondition, and never while this replica is not the leader.
+`Reaper.delete`, shared by the daemon's workers and ``zombied scan --delete``, waits for
+a token of the adaptive global bucket, checks leadership last and sends DELETE with
+uid and resourceVersion preconditions (and ``dryRun`` for a server dry run), every
+option in the body; `outcome_for` maps the answer. The workers re-evaluate the newest
+snapshot before every delete and tell the queue whether the key failed or is done. It
+never deletes without a uid precondition, nor while this replica is not the leader.
 """
 
 from __future__ import annotations
@@ -35,14 +27,6 @@ from zombied.log import get_logger
 from zombied.pod import PodSnapshot
 from zombied.queue import QueueClosed, WorkQueue
 from zombied.ratelimit import TokenBucket, retry_delay
-
-__all__ = [
-    "Action",
-    "Outcome",
-    "Reaper",
-    "delete_options",
-    "outcome_for",
-]
 
 log = get_logger(__name__)
 
@@ -69,12 +53,10 @@ class Outcome:
     code: int = 200
     retry_after: float | None = None
     message: str = ""
-    #: The answer says the server (or the way to it) is overloaded: slow down.
-    overloaded: bool = False
+    overloaded: bool = False  # the server (or the way to it) says: slow down
 
     @property
     def failed(self) -> bool:
-        """The pod may still be there because of this answer."""
         return self.action is not Action.DONE
 
 
@@ -101,16 +83,14 @@ def outcome_for(error: ApiError | None) -> Outcome:
     if error is None:
         return DELETED
     outcome, action, event = _ACTIONS[error.kind]
-    overloaded = error.kind in (Kind.THROTTLED, Kind.TRANSIENT)
-    return Outcome(outcome, action, event, error.code, error.retry_after, error.message, overloaded)
+    return Outcome(
+        outcome, action, event, error.code, error.retry_after, error.message, error.overloaded
+    )
 
 
 def delete_options(pod: PodSnapshot, *, dry_run: bool) -> dict[str, Any]:
-    """The DeleteOptions body of a reap: preconditions, and ``dryRun`` when asked.
-
-    The body is the only place for options: the server ignores query options whenever
-    a body is sent, silently.
-    """
+    """The DeleteOptions body of a reap: preconditions, and ``dryRun`` when asked. Every
+    option goes here: next to a body, the server silently ignores query options."""
     preconditions: dict[str, str] = {"uid": pod.uid}
     if pod.resource_version:
         preconditions["resourceVersion"] = pod.resource_version
@@ -127,8 +107,8 @@ def delete_options(pod: PodSnapshot, *, dry_run: bool) -> dict[str, Any]:
 class Reaper:
     """Rate-limited, precondition-guarded deletes, and the workers that drive them.
 
-    ``on_answer(rule, outcome, code, seconds)`` records each delete attempt (``seconds``
-    is None when nothing was sent); ``on_rate(qps)`` each change of the adaptive rate.
+    ``on_answer(rule, outcome, code, seconds)`` records each attempt (``seconds`` None:
+    nothing sent); ``on_rate(qps)`` each change of the adaptive rate.
     """
 
     def __init__(
@@ -140,28 +120,23 @@ class Reaper:
         dry_run: DryRun = DryRun.OFF,
         leadership: Leadership | None = None,
         events: EventRecorder | None = None,
-        now: Callable[[], datetime] | None = None,
         delete_timeout: float = _DELETE_TIMEOUT,
         on_answer: Callable[[str, str, int, float | None], None] | None = None,
         on_rate: Callable[[float], None] | None = None,
     ) -> None:
         self._kube = kube
-        self.bucket = TokenBucket(qps, burst, adaptive=True)
-        #: Where ``Reaped`` Events go; None: no Events.
+        self.bucket = TokenBucket(qps, burst)
         self.events = events
         self._rng = random.Random()
         self.dry_run = dry_run
         self.leadership = leadership if leadership is not None else Leadership()
         self.delete_timeout = delete_timeout
-        self._now = now if now is not None else (lambda: datetime.now(UTC))
         self._on_answer = (
             on_answer if on_answer is not None else (lambda _rule, _outcome, _code, _seconds: None)
         )
         self._on_rate = on_rate if on_rate is not None else (lambda _qps: None)
         self._reported_rate = self.bucket.qps
         self._on_rate(self._reported_rate)
-
-    # -- the one delete path ----------------------------------------------------------
 
     async def delete(
         self, pod: PodSnapshot, rule: str, *, since: datetime | None = None
@@ -172,7 +147,7 @@ class Reaper:
             namespace=pod.namespace, pod=pod.name, uid=pod.uid, rule=rule, node=pod.node
         )
         if since is not None:
-            plog = plog.bind(age_s=round((self._now() - since).total_seconds(), 3))
+            plog = plog.bind(age_s=round((datetime.now(UTC) - since).total_seconds(), 3))
         if self.dry_run is DryRun.CLIENT:
             self._on_answer(rule, DRY_RUN.outcome, DRY_RUN.code, None)
             plog.info(DRY_RUN.event, mode="client", reason=pod.reason)
@@ -180,15 +155,14 @@ class Reaper:
         sent_at = await self.bucket.acquire()
         outcome = ABANDONED
         started = time.monotonic()
-        # Leadership is checked last, after the wait for a token, and a term that
-        # ends while the request is out cancels it.
+        # Leadership is checked last, after the wait for a token.
         if self.leadership.leading:
             with self.leadership.acting():
                 outcome = await self._request(pod)
         if outcome.overloaded:
             self.bucket.throttled(sent_at)
-            if self.events is not None:
-                self.events.slow_down(sent_at)
+            if self.events is not None:  # Events yield to deletes: they slow down too
+                self.events.bucket.throttled(sent_at)
         if (rate := self.bucket.rate()) != self._reported_rate:
             self._reported_rate = rate
             self._on_rate(rate)
@@ -214,11 +188,8 @@ class Reaper:
         return outcome
 
     async def _request(self, pod: PodSnapshot) -> Outcome:
-        # Every option goes in the body: kube-apiserver reads DeleteOptions from the body
-        # alone when there is one, so a `?dryRun=All` beside it would delete for real.
-        # The uid guards against a pod recreated under the same name; the resourceVersion
-        # against one changed since it was judged (annotated keep, relabelled): the server
-        # answers 409 and the watch brings the new state to judge again.
+        # The uid guards against a pod recreated under the same name, the resourceVersion
+        # against one changed since it was judged: 409, and the watch brings the news.
         server_dry_run = self.dry_run is DryRun.SERVER
         request = Request("delete", "pods", pod.namespace, pod.name)
         try:
@@ -230,8 +201,6 @@ class Reaper:
         except ApiError as exc:
             return outcome_for(exc)
         return DRY_RUN if server_dry_run else DELETED
-
-    # -- the workers ------------------------------------------------------------------
 
     async def work(self, cache: PodCache, queue: WorkQueue[str]) -> None:
         """One worker: take due keys until the queue is shut down and drained."""
@@ -276,8 +245,6 @@ class Reaper:
         elif outcome.action is Action.ABANDONED:
             queue.add(key)
         elif outcome.action is Action.RETRY_AFTER and outcome.retry_after is not None:
-            # Jittered, so the keys of one throttled burst do not return in lock-step,
-            # and bounded, so a wild Retry-After never parks a zombie for hours.
             queue.add(key, retry_delay(outcome.retry_after, self._rng))
         else:
             queue.add_rate_limited(key)

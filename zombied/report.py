@@ -1,11 +1,7 @@
-"""How ``scan`` and ``explain`` write what they found: one style for every output.
+"""How ``scan`` and ``explain`` write what they found, in one style.
 
-This module owns the conventions both reports share, so that they cannot drift
-apart: ``-o json`` and ``-o yaml`` are Kubernetes' style (camelCase keys, RFC 3339
-times in UTC with ``Z`` and no fraction, ``null`` for what a pod does not have, the
-same pod object in both), tables say ``<none>`` and ages read like kubectl's. It
-formats only; what is listed and why is the reports' own business, decided by the
-`zombied.rules.Judgement` they are given.
+JSON and YAML in Kubernetes' style (camelCase, RFC 3339 UTC times, ``null`` for what a
+pod lacks), tables with ``<none>`` and kubectl's ages. It formats only.
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ import yaml
 
 from zombied.config import format_duration
 from zombied.pod import PodSnapshot
-
-__all__ = ["NONE", "age", "dump", "pod_json", "stamp", "table", "until"]
 
 #: What a table cell says for a field the pod does not have.
 NONE: Final = "<none>"
@@ -75,7 +69,7 @@ def dump(document: object, output: str) -> str:
 
 def table(rows: Sequence[Sequence[str]], *, skip_first: bool = False) -> str:
     """Rows aligned in columns three spaces apart, like kubectl's; ``skip_first`` drops
-    the first column (kubectl's NAMESPACE, when only one namespace can appear)."""
+    the first column."""
     first = 1 if skip_first else 0
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
     lines = (

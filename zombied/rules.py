@@ -1,21 +1,13 @@
 """Deciding whether a pod is a zombie, and from when it may be deleted.
 
-This module owns the one decision of zombied: `judge` turns a `PodSnapshot` into a
-`Judgement` (each safety veto with its evidence, each enabled rule's match or mismatch,
-the due time, delete / wait / keep). The daemon, ``scan`` and ``explain`` all read that
-same object, so they cannot disagree. Rules are pure functions of a snapshot: no clock,
-no I/O, no logging, so every decision can be tested exhaustively. A rule is data (a
-`Pattern`: phases, reasons, an optional message expression and owner-kind filter) plus a
-min age; the built-in rules are the same data, written here, so an operator's rule from
-the ``--config`` file and ``node-shutdown`` go through one code path (`mismatch`). The
-caller supplies ``first_seen`` (when zombied first saw the pod terminal) as the fallback
-for pods that carry no termination time; the pod's creation time is never used, because
-a pod that ran for a week must not be deleted the instant it fails. Safety vetoes (being
-deleted, the opt-out annotation, an excluded owner kind) always win over any rule, and
-no rule can match a pod that is not terminal: a Pending pod a scheduler could not place,
-or a Running one, is never a zombie whatever its reason says. Which pods zombied looks
-at at all (namespaces, excluded namespaces, label selector) is a veto too, decided by
-one `Selection` that the watches' server-side selectors are built from as well.
+`judge` turns a `PodSnapshot` into a `Judgement` (every safety veto with its evidence,
+every enabled rule's match or mismatch, the due time); the daemon, ``scan`` and
+``explain`` all read that one object, so they cannot disagree. Pure: no clock, no I/O.
+A rule is data (a `Pattern`) plus a min age, built-in or from the ``--config`` file,
+both through `mismatch`. A pod is timed from when it became terminal, else from
+``first_seen``, never from its creation. Vetoes (being deleted, the keep annotation, an
+excluded owner kind, outside the `Selection`) win over every rule, and a pod that is
+not terminal never matches.
 """
 
 from __future__ import annotations
@@ -30,41 +22,6 @@ from typing import Final
 from zombied.pod import KEEP_ANNOTATION, TERMINAL_PHASES, PodSnapshot
 from zombied.selector import LabelSelector
 
-__all__ = [
-    "ADMISSION_REJECTED_REASONS",
-    "BUILTIN_RULES",
-    "DEFAULT_MIN_AGE",
-    "DEFAULT_RULES",
-    "NODE_SHUTDOWN_REASONS",
-    "OWN_MIN_AGES",
-    "PHASES",
-    "RULE_NAMES",
-    "SKIP_DELETING",
-    "SKIP_KEEP",
-    "SKIP_NOT_TERMINAL",
-    "SKIP_NO_RULE",
-    "SKIP_OUT_OF_SCOPE",
-    "SKIP_OWNER_EXCLUDED",
-    "SPEC_FIELDS",
-    "Decision",
-    "Judgement",
-    "Pattern",
-    "Rule",
-    "RuleError",
-    "RuleMatch",
-    "RuleSet",
-    "RuleSpec",
-    "Selection",
-    "Veto",
-    "build_rules",
-    "check_kind",
-    "check_min_age",
-    "check_rule_name",
-    "judge",
-    "matches",
-    "mismatch",
-]
-
 DEFAULT_MIN_AGE: Final = 30.0
 #: The longest min age: due times stay far inside the calendar (datetime ends with the
 #: year 9999), and a rule that should never delete is better left disabled.
@@ -75,17 +32,14 @@ PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 # Reasons the kubelet's graceful node shutdown writes, across versions 1.20 to now.
 NODE_SHUTDOWN_REASONS: Final = frozenset({"Shutdown", "NodeShutdown", "Terminated"})
 
-# Reasons the kubelet's admission writes when a node that returns under the same name
-# rejects the pods still bound to it (pkg/kubelet/lifecycle/predicate.go and the
-# device, CPU and memory managers' admit handlers, 1.20 to now). `OutOf<resource>` is
-# the one open family: `InsufficientResourcePrefix` + the resource name.
+# Reasons the kubelet's admission writes when a node returns under the same name and
+# rejects the pods still bound to it (1.20 to now); `OutOf<resource>` is a family.
 ADMISSION_REJECTED_REASONS: Final = frozenset(
     {"NodeAffinity", "NodePorts", "NodeName", "TaintToleration", "UnexpectedAdmissionError"}
 )
 _OUT_OF_RESOURCE: Final = re.compile(r"OutOf[A-Za-z0-9][-A-Za-z0-9_./]*")
-# The kubelet's rejectPod prefixes every message: "Pod " up to 1.25, "Pod was rejected: "
-# since 1.26. What follows is one of the admit handlers' message shapes; requiring it
-# keeps the rule to genuine kubelet rejections, not any object that copies a reason.
+# The kubelet prefixes "Pod " (up to 1.25) or "Pod was rejected: " (since 1.26) to one
+# of its admit handlers' messages: the rule matches genuine kubelet rejections only.
 _ADMISSION_MESSAGE: Final = re.compile(
     r"\APod (?:was rejected: )?(?:"
     r"Predicate (?:NodeAffinity|NodePorts|NodeName|TaintToleration) failed"
@@ -106,13 +60,8 @@ SKIP_OUT_OF_SCOPE: Final = "out-of-scope"
 
 @dataclass(frozen=True)
 class Pattern:
-    """What a pod must look like to match a rule (vetoes and age aside).
-
-    ``reasons`` are exact ``status.reason`` strings; empty means any reason (only the
-    built-in ``failed`` rule has none). ``reason_pattern`` is for built-ins whose
-    reasons form a family (``OutOf<resource>``). ``message`` is searched in
-    ``status.message``. ``owner_kinds`` empty means any owner, or none.
-    """
+    """What a pod must look like to match a rule (vetoes and age aside); an empty
+    ``reasons`` or ``owner_kinds`` means any. ``message`` is searched in the message."""
 
     phases: frozenset[str]
     reasons: frozenset[str] = frozenset()
@@ -136,8 +85,7 @@ class Pattern:
         )
 
 
-#: The built-in rules in precedence order (the most specific explanation wins; custom
-#: rules come after ``evicted`` and before the catch-all ``failed``).
+#: The built-in rules in precedence order; custom rules rank before the catch-all ``failed``.
 BUILTIN_RULES: Final[dict[str, Pattern]] = {
     "node-shutdown": Pattern(TERMINAL_PHASES, NODE_SHUTDOWN_REASONS),
     "admission-rejected": Pattern(
@@ -151,9 +99,7 @@ BUILTIN_RULES: Final[dict[str, Pattern]] = {
 }
 RULE_NAMES: Final = tuple(BUILTIN_RULES)
 _CATCH_ALL: Final = "failed"
-#: Built-in rules with a default min age of their own; the others use ``--min-age``.
-#: Admission rejections wait longer, so the Event and status of a genuinely misplaced
-#: pod stay visible for a while (see docs/rules.md).
+#: Built-in rules with a default min age of their own (see docs/rules.md).
 OWN_MIN_AGES: Final[dict[str, float]] = {"admission-rejected": 300.0}
 #: The rules enabled when nothing is configured: both ways a preemption leaves zombies.
 DEFAULT_RULES: Final = ("node-shutdown", "admission-rejected")
@@ -161,11 +107,8 @@ DEFAULT_RULES: Final = ("node-shutdown", "admission-rejected")
 
 @dataclass(frozen=True)
 class Rule:
-    """One enabled rule and how long a matching pod must have been terminal.
-
-    Without a ``pattern`` the rule is the built-in of that name; with one it is an
-    operator's own rule, and its name must not shadow a built-in.
-    """
+    """One enabled rule and how long a matching pod must have been terminal; without a
+    ``pattern``, the built-in of that name."""
 
     name: str
     min_age: float = DEFAULT_MIN_AGE
@@ -186,7 +129,6 @@ class Rule:
 
     @property
     def builtin(self) -> bool:
-        """Whether this is one of the built-in rules."""
         return self.name in BUILTIN_RULES
 
     @property
@@ -257,7 +199,6 @@ class RuleSet:
         return tuple(rule.name for rule in self._ordered)
 
     def get(self, name: str) -> Rule | None:
-        """The enabled rule called ``name``, if any."""
         return next((rule for rule in self.rules if rule.name == name), None)
 
     def excludes(self, owner_kind: str) -> bool:
@@ -296,11 +237,6 @@ def mismatch(rule: Rule, pod: PodSnapshot) -> str | None:
     return None
 
 
-def matches(rule: Rule, pod: PodSnapshot) -> bool:
-    """Whether the pod fits the rule's pattern, ignoring vetoes and age."""
-    return mismatch(rule, pod) is None
-
-
 # -- the judgement ---------------------------------------------------------------------
 
 
@@ -323,26 +259,21 @@ class Veto:
 
 @dataclass(frozen=True, slots=True)
 class RuleMatch:
-    """One enabled rule against the pod; ``mismatch`` is None when its pattern fits."""
+    """One enabled rule against the pod: why its pattern does not fit (None: it fits),
+    and when the pod is due under it (terminal since + the rule's min age)."""
 
     rule: Rule
     mismatch: str | None
-    #: When the pod is due under this rule: terminal since + the rule's min age.
     due: datetime
 
     @property
     def matches(self) -> bool:
-        """Whether the rule's pattern fits the pod (vetoes and age aside)."""
         return self.mismatch is None
 
 
 @dataclass(frozen=True, slots=True)
 class Judgement:
-    """Everything `judge` found about one pod: the one decision every front end reads.
-
-    The daemon queues and deletes by it, ``scan`` lists by it and ``explain`` prints it;
-    none of them re-derives a veto or a match.
-    """
+    """Everything `judge` found about one pod: the one decision every front end reads."""
 
     pod: PodSnapshot
     #: When the pod counts as terminal: its own termination time, else first seen.
@@ -357,36 +288,33 @@ class Judgement:
 
     @property
     def veto(self) -> Veto | None:
-        """The first safety veto that applies, if any: it wins over every rule."""
+        """The first safety veto that applies: it wins over every rule."""
         return next((veto for veto in self.vetoes if veto.applies), None)
 
     @property
     def match(self) -> RuleMatch | None:
-        """The rule that makes the pod a zombie (the first in precedence), if not vetoed."""
+        """The first rule in precedence that matches, unless vetoed."""
         if self.veto is not None:
             return None
         return next((check for check in self.rules if check.matches), None)
 
     @property
     def zombie(self) -> bool:
-        """A rule matches and no veto applies (due or not)."""
         return self.match is not None
 
     @property
     def rule(self) -> str | None:
-        """The name of the matching rule."""
         match = self.match
         return match.rule.name if match is not None else None
 
     @property
     def due(self) -> datetime | None:
-        """When the zombie may be deleted; None for a pod that is no zombie."""
         match = self.match
         return match.due if match is not None else None
 
     @property
     def skip(self) -> str | None:
-        """Why the pod is kept, as a stable label (a veto's name or ``no-rule``)."""
+        """Why the pod is kept: a veto's name or ``no-rule``."""
         veto = self.veto
         if veto is not None:
             return veto.name
@@ -401,11 +329,8 @@ class Judgement:
 
 
 def judge(pod: PodSnapshot, rules: RuleSet, *, first_seen: datetime) -> Judgement:
-    """Judge ``pod`` under ``rules``: every veto, every rule, when it becomes due.
-
-    A pod is timed from when it became terminal (`PodSnapshot.terminated_at`), else
-    from ``first_seen``, never from its creation.
-    """
+    """Judge ``pod`` under ``rules``, timed from `PodSnapshot.terminated_at`, else from
+    ``first_seen``, never from its creation."""
     since = pod.terminated_at if pod.terminated_at is not None else first_seen
     return Judgement(
         pod=pod,
@@ -427,7 +352,7 @@ def _after(since: datetime, seconds: float) -> datetime:
 
 
 def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
-    excluded = ", ".join(sorted(rules.exclude_owner_kinds)) or "<none>"
+    excluded = _listing(rules.exclude_owner_kinds)
     scope = rules.scope.excludes(pod)
     return (
         Veto(
@@ -464,12 +389,8 @@ def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
 
 
 # -- building rules from configuration ---------------------------------------------------
-#
-# Every check of what makes a rule valid lives here: its name, which fields a built-in
-# or an operator's own rule takes, known and terminal phases, reasons, the message
-# expression, owner kinds, names defined twice or enabled but never defined. The
-# configuration only decodes the shapes (a list of strings, a duration) and places a
-# `RuleError` at its line in the file or on the flag that named the rule.
+# Every check of what makes a rule valid lives here; the configuration only decodes the
+# shapes and places a `RuleError` at its line in the file or on its flag.
 
 _RULE_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _KIND: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
@@ -478,11 +399,8 @@ SPEC_FIELDS: Final = ("name", "minAge", "phases", "reasons", "message", "ownerKi
 
 
 class RuleError(ValueError):
-    """A rule that cannot be built: ``field`` is the spec field at fault (``phases``).
-
-    ``index`` is the position of the spec in the list given to `build_rules`, or None
-    when the fault is in the names enabled (``--rules``).
-    """
+    """A rule that cannot be built: ``field`` is the spec field at fault, ``index`` the
+    spec's position (None: the fault is in the names ``--rules`` enables)."""
 
     def __init__(self, field: str, message: str, index: int | None = None) -> None:
         super().__init__(message)
@@ -492,9 +410,8 @@ class RuleError(ValueError):
 
 @dataclass(frozen=True)
 class RuleSpec:
-    """A rule as the operator writes it: a built-in enabled by name (``name`` and at
-    most ``min_age``), or one of their own (with ``reasons``). Nothing is checked yet.
-    """
+    """A rule as the operator writes it, unchecked: a built-in (``name``, at most
+    ``min_age``) or one of their own (with ``reasons``)."""
 
     name: str
     min_age: float | None = None
@@ -534,12 +451,9 @@ def build_rules(
     min_age: float,
     exclude_owner_kinds: Iterable[str] = (),
 ) -> RuleSet:
-    """The enabled rules, from the file's ``specs`` and the names ``enabled`` (``--rules``).
-
-    ``enabled`` None means the rules the specs list, or `DEFAULT_RULES` when there are
-    none. A rule's min age is, in this order: the one given with its name in
-    ``enabled``, its spec's, its own default (`OWN_MIN_AGES`), ``min_age``.
-    """
+    """The enabled rules, from the file's ``specs`` and the names ``enabled`` (``--rules``;
+    None: every spec, else `DEFAULT_RULES`). A rule's min age is the first given of:
+    with its name in ``enabled``, its spec's, `OWN_MIN_AGES`, ``min_age``."""
     defined: dict[str, tuple[Pattern | None, float | None]] = {}
     for index, spec in enumerate(specs):
         try:

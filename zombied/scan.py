@@ -1,20 +1,10 @@
-"""``zombied scan``: one LIST, the same judgement as the daemon, a report, one reaping pass.
+"""``zombied scan``: one LIST, the daemon's judgement, a report, one reaping pass.
 
-This module owns the one-shot mode: it lists the terminal pods of every watched
-namespace, or of the one ``-n`` names, judges each with the daemon's rules
-(`zombied.rules.judge`) and prints those zombied would delete now, in kubectl's
-output habits: a table (``wide`` adds columns, ``--no-headers`` drops the header, the
-NAMESPACE column only when more than one namespace can appear), JSON or YAML records
-in `zombied.report`'s style, or ``pod/NAME`` lines. What it prints on stdout is the
-report and nothing else: "No zombie pods found", like kubectl's "No resources found",
-and the counts of what was left out go to stderr. Pods that match a rule but are not
-yet past its min age (decision wait) are left out and never deleted; ``--waiting``
-lists them too, with when they become due. With ``--delete`` it reaps the due ones
-once through `Reaper.delete`, the daemon's own delete path (rate limit, uid
-precondition, dry run, outcome handling), so there is one piece of deleting logic. A
-LIST that fails raises `zombied.kube.ApiError` (a refusal names the missing RBAC
-rule), which the command line prints as one line with exit code 1. It must never
-wait for pods to become due and never retry beyond that single pass.
+It lists the terminal pods of every watched namespace (or of ``-n``), judges them with
+`zombied.rules.judge` and prints those due now in kubectl's output habits (``--waiting``
+adds those not yet due); stdout carries the report only, notes go to stderr. With
+``--delete`` it reaps the due ones once through `Reaper.delete`, the daemon's own
+delete path. It never waits for pods to become due and never retries.
 """
 
 from __future__ import annotations
@@ -40,18 +30,11 @@ from zombied.watch import Scope, list_terminal_pods, scopes_for
 if TYPE_CHECKING:
     from zombied.config import ScanConfig
 
-__all__ = ["COLUMNS", "WIDE_COLUMNS", "Listed", "render", "scan"]
-
+#: The table's columns; ``--waiting`` adds DUE, ``-o wide`` adds WIDE_COLUMNS.
 COLUMNS = ("NAMESPACE", "POD", "RULE", "REASON", "NODE", "OWNER", "AGE")
-#: ``--waiting`` adds this after COLUMNS: when each pod is due.
-DUE_COLUMN = "DUE"
-#: ``-o wide`` adds these at the end.
 WIDE_COLUMNS = ("PHASE", "TERMINATED", "MESSAGE")
 #: Longest MESSAGE cell of ``-o wide``; the JSON and YAML records carry it whole.
 MESSAGE_CHARS = 80
-
-#: Exit status when at least one delete failed.
-EXIT_DELETE_FAILED = 1
 
 
 @dataclass(slots=True)
@@ -63,15 +46,14 @@ class Listed:
     outcome: Outcome | None = None
 
     def record(self) -> dict[str, Any]:
-        """The ``-o json`` and ``-o yaml`` record: the pod, its rule, when it is due."""
+        """The ``-o json`` and ``-o yaml`` record."""
         judgement = self.judgement
         match = judgement.match
         record: dict[str, Any] = {
             "pod": report.pod_json(judgement.pod),
             "rule": judgement.rule,
             "minAge": format_duration(match.rule.min_age) if match is not None else None,
-            # A pod without a termination time is due min age after zombied first sees
-            # it; a one-off scan cannot say when that is, so there is no time to give.
+            # Without a termination time there is no due time a one-off scan can give.
             "due": report.stamp(judgement.due)
             if judgement.due is not None and judgement.since_known
             else None,
@@ -119,13 +101,11 @@ def _due(judgement: Judgement, decision: Decision, now: datetime) -> str:
 
 
 def render(listed: Sequence[Listed], now: datetime, config: ScanConfig) -> str:
-    """The report in ``config.output``'s format; nothing listed is the format's empty
-    form (``[]`` for JSON and YAML, nothing for a table or names)."""
+    """The report in ``config.output``'s format (``[]``, or nothing, when empty)."""
     if config.output in ("json", "yaml"):
         return report.dump([item.record() for item in listed], config.output)
     if config.output == "name":
-        # kubectl's -o name: pod/NAME, without the namespace, so that the lines feed
-        # `xargs kubectl delete -n NAMESPACE`; only what zombied would delete now.
+        # kubectl's -o name, without the namespace; only what zombied would delete now.
         return "".join(
             f"pod/{item.judgement.pod.name}\n"
             for item in listed
@@ -134,7 +114,7 @@ def render(listed: Sequence[Listed], now: datetime, config: ScanConfig) -> str:
     if not listed:
         return ""
     wide = config.output == "wide"
-    header = COLUMNS + ((DUE_COLUMN,) if config.waiting else ()) + (WIDE_COLUMNS if wide else ())
+    header = COLUMNS + (("DUE",) if config.waiting else ()) + (WIDE_COLUMNS if wide else ())
     rows = [item.row(now, waiting=config.waiting, wide=wide) for item in listed]
     # kubectl shows the NAMESPACE column only when more than one namespace can appear.
     one_namespace = config.namespace is not None or len(config.rules.scope.namespaces) == 1
@@ -166,12 +146,12 @@ async def scan(config: ScanConfig, out: TextIO | None = None, err: TextIO | None
         )
         (out if config.output in ("table", "wide") else err).write(summary)
     out.flush()
-    return EXIT_DELETE_FAILED if failed else 0
+    return 1 if failed else 0
 
 
 @dataclass
 class _Found:
-    """What one scan found: the pods it lists, and counts of those it leaves out."""
+    """The pods one scan lists, and counts of those it leaves out."""
 
     listed: list[Listed]
     waiting: int  # decision wait, not listed
@@ -179,7 +159,7 @@ class _Found:
     scope_evidence: str
 
     def notes(self, config: ScanConfig) -> list[str]:
-        """What stderr says besides errors, kubectl's "No resources found" first."""
+        """What stderr says besides errors."""
         notes = []
         if not self.listed and config.output not in ("json", "yaml"):
             where = f" in namespace {config.namespace}" if config.namespace else ""
@@ -200,8 +180,7 @@ class _Found:
 def _scopes(config: ScanConfig) -> tuple[Scope, ...]:
     if config.namespace is None:
         return scopes_for(config.rules.scope)
-    # -n lists one namespace whatever the scope; the judgement says which of its pods
-    # zombied would never touch (a namespace outside --namespaces, or excluded).
+    # -n lists one namespace whatever the scope; the judgement vetoes what is outside.
     anywhere = dataclasses.replace(config.rules.scope, namespaces=(), exclude_namespaces=())
     return (Scope(config.namespace, anywhere),)
 

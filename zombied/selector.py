@@ -1,13 +1,8 @@
-"""Label selectors, read the way the API server reads them.
+"""Label selectors, parsed and matched the way the API server does.
 
-The grammar and checks follow k8s.io/apimachinery's ``labels.Parse``: requirements
-separated by commas, each one of ``key``, ``!key``, ``key=value``, ``key==value``,
-``key!=value``, ``key in (v1,v2)``, ``key notin (v1,v2)``, ``key>N`` and ``key<N`` (N
-an integer); keys are qualified names, values label values (possibly empty),
-whitespace between tokens is free. A selector the server would refuse must stop
-zombied at start-up instead of failing every LIST, and one it accepts must not be
-refused here. `LabelSelector.matches` decides the same on a pod's labels, for
-``zombied explain``. Pure: no I/O, no state.
+The grammar and checks follow apimachinery's ``labels.Parse`` (``key``, ``!key``,
+``=``, ``==``, ``!=``, ``in``, ``notin``, ``>``, ``<``), so a selector the server would
+refuse stops zombied at start-up instead of failing every LIST. Pure.
 """
 
 from __future__ import annotations
@@ -16,8 +11,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
-
-__all__ = ["LabelSelector", "Requirement"]
 
 _DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
@@ -72,7 +65,6 @@ class LabelSelector:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.text = text
         self.tokens: list[str] = []
         pos = 0
         while pos < len(text):

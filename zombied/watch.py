@@ -1,18 +1,11 @@
-"""List-watch of terminal pods, one loop per scope, feeding the cache and the work queue.
+"""List-watch of terminal pods, one loop per scope, feeding the cache.
 
-This module owns the reflector: LIST (paginated), then WATCH from the list's
-resourceVersion with bookmarks and a server-side timeout, resuming from the last seen
-resourceVersion, relisting and reconciling on ``410 Gone``, backing off on errors and
-honouring ``Retry-After``. It reads the stream itself, line by line, with one parser
-(`parse_event`, then `zombied.pod.parse_pod`): a malformed line, an unknown event type
-or an unparsable pod is a logged skip, never a dead watch, where a client that builds
-typed models would raise and lose the stream. A stream that goes silent is cut by an
-inactivity guard rescheduled as events arrive: a long-lived stream is never trusted to
-say it is dead. Each change goes to the `PodCache`, which judges it and keeps the work
-queue in step. Only `ApiError` (what the API server or the network can cause) is
-retried; any other exception is a bug and ends the loop. It must never delete anything
-and never decide whether a pod is a zombie: `rules` decides (through the cache), the
-reaper deletes.
+The reflector: paginated LIST, then WATCH from its resourceVersion with bookmarks and a
+server-side timeout; resume from the last resourceVersion, relist and reconcile on
+``410 Gone``, back off on errors. Lines are parsed here (`parse_event`, then
+`zombied.pod.parse_pod`) so a bad line is a logged skip, not a dead watch, and an
+inactivity guard cuts a stream gone silent. Only `ApiError` is retried; anything else
+is a bug and ends the loop. It never deletes and never judges: the cache does.
 """
 
 from __future__ import annotations
@@ -34,19 +27,6 @@ from zombied.log import get_logger
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
 from zombied.rules import Selection
 
-__all__ = [
-    "CLUSTER_SCOPE",
-    "TERMINAL_FIELD_SELECTOR",
-    "EventParseError",
-    "Scope",
-    "ScopeState",
-    "WatchEvent",
-    "Watcher",
-    "list_terminal_pods",
-    "parse_event",
-    "scopes_for",
-]
-
 log = get_logger(__name__)
 
 #: Only pods that can be zombies cross the wire: Failed or Succeeded.
@@ -59,11 +39,10 @@ EVENT_TYPES: Final = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERR
 
 _LIST_PAGE: Final = 500
 _LIST_TIMEOUT: Final = 60.0
-# The server ends a watch after timeoutSeconds; this margin only catches a server
-# (or proxy) that fails to.
+# Beyond timeoutSeconds: catches a server (or proxy) that fails to end the watch.
 _INACTIVITY_MARGIN: Final = 10.0
 _LINE_TOO_LONG: Final = "LineTooLong"
-# Moving the inactivity deadline reschedules a timer: at most this often.
+# How often at most the inactivity deadline is moved (it reschedules a timer).
 _REARM_S: Final = 1.0
 
 
@@ -94,7 +73,6 @@ class Scope:
         return query
 
     def owns(self, namespace: str) -> bool:
-        """Whether a pod in ``namespace`` belongs to this scope."""
         if namespace in self.selection.exclude_namespaces:
             return False
         return self.namespace is None or namespace == self.namespace
@@ -118,8 +96,6 @@ class EventParseError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    """One line of a watch stream."""
-
     type: str
     object: Mapping[str, Any]
     resource_version: str | None
@@ -197,14 +173,13 @@ async def list_terminal_pods(
 
 @dataclass(slots=True)
 class ScopeState:
-    """What health and readiness need to know about one scope's watch loop."""
+    """What health and readiness need to know about one scope's watch loop; times are
+    monotonic: the last event or (re)connect, the last progress of any kind."""
 
     label: str
     synced: bool = False
     alive: bool = False
-    #: Monotonic time of the last event received or stream (re)opened.
     last_event: float = field(default_factory=time.monotonic)
-    #: Monotonic time the loop last did anything (attempt, event, backoff end).
     last_progress: float = field(default_factory=time.monotonic)
     watch_timeout: float = 0.0
 
@@ -212,9 +187,8 @@ class ScopeState:
 class Watcher:
     """The list-watch loop of one scope; run it in a task group until cancelled.
 
-    ``on_synced(label, synced)`` says when the scope's cache is (or stops being, while
-    refused) in step with a LIST; ``on_restart(label, relist)`` counts each new watch
-    request, and whether a 410 made it relist first.
+    ``on_synced(label, synced)`` says whether the cache is in step with a LIST;
+    ``on_restart(label, relist)`` counts each new watch, and whether a 410 relisted.
     """
 
     def __init__(
@@ -228,7 +202,6 @@ class Watcher:
         page_size: int = _LIST_PAGE,
         inactivity_margin: float = _INACTIVITY_MARGIN,
         backoff: Backoff | None = None,
-        rng: random.Random | None = None,
         on_synced: Callable[[str, bool], None] | None = None,
         on_restart: Callable[[str, bool], None] | None = None,
     ) -> None:
@@ -241,25 +214,16 @@ class Watcher:
         self.state = ScopeState(scope.label, watch_timeout=self.timeout_max)
         self._kube = kube
         self._backoff = backoff if backoff is not None else Backoff()
-        self._rng = rng if rng is not None else random.Random()
+        self._rng = random.Random()
         self._on_synced = on_synced if on_synced is not None else (lambda _label, _synced: None)
         self._on_restart = on_restart if on_restart is not None else (lambda _label, _relist: None)
-        self._resource_version: str | None = None
+        #: The last resourceVersion seen (LIST, event or bookmark).
+        self.resource_version: str | None = None
         self._log = log.bind(scope=scope.label)
-
-    @property
-    def resource_version(self) -> str | None:
-        """The last resourceVersion seen (LIST, event or bookmark)."""
-        return self._resource_version
-
-    def silent_for(self, now: float | None = None) -> float:
-        """Seconds since the loop last made progress (for the health check)."""
-        return (time.monotonic() if now is None else now) - self.state.last_progress
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """List, then watch forever; relist on 410; back off on errors."""
         self.state.alive = True
         self._on_synced(self.scope.label, False)
         task_status.started()
@@ -278,19 +242,12 @@ class Watcher:
                     need_list = False
                 await self._watch()
             except ApiError as exc:
-                # Only what the API or the network can cause is retried; anything else
-                # is a bug and ends the loop (and the process) with its traceback.
                 if exc.kind is Kind.GONE:
-                    # History was compacted past our resourceVersion (at watch start,
-                    # mid-stream or for a LIST continue token): only a relist can tell
-                    # which pods changed or vanished meanwhile.
                     need_list = True
-                    self._log.info("watch.relist", resource_version=self._resource_version)
+                    self._log.info("watch.relist", resource_version=self.resource_version)
                 else:
-                    # A resourceVersion the server cannot read (400 on current servers)
-                    # will not get better by asking again: relist after the backoff.
-                    # A line the stream cannot carry comes again at the same version:
-                    # only a LIST (which has no line limit) gets past it.
+                    # An unreadable resourceVersion (400) will not get better, and a line
+                    # too long for the stream comes again: only a LIST gets past them.
                     relist = exc.kind is Kind.INVALID or exc.reason == _LINE_TOO_LONG
                     need_list = need_list or relist
                     await self._failed(exc)
@@ -299,13 +256,12 @@ class Watcher:
                 self._on_restart(self.scope.label, False)
 
     async def _failed(self, exc: ApiError) -> None:
-        if exc.kind in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):
-            # The ledger has logged the missing rule; the cache may be missing changes.
+        if exc.refused:  # the cache may be missing changes
             self._on_synced(self.scope.label, False)
         delay = self._backoff.next()
         if exc.kind is Kind.THROTTLED and exc.retry_after is not None:
             delay = exc.retry_after
-        if exc.kind not in (Kind.FORBIDDEN, Kind.UNAUTHORIZED):
+        if not exc.refused:
             self._log.warning(
                 "watch.error",
                 verb=exc.request.verb,
@@ -329,7 +285,7 @@ class Watcher:
             self._kube, self.scope, page_size=self.page_size, on_page=self._progress
         )
         forgotten = self.cache.reconcile(self.scope.owns, snapshots)
-        self._resource_version = resource_version
+        self.resource_version = resource_version
         self._saw_event()
         self._backoff.reset()
         if not self.state.synced:
@@ -349,26 +305,27 @@ class Watcher:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": max(1, round(timeout)),
         }
-        if self._resource_version is not None:
-            query["resourceVersion"] = self._resource_version
+        if self.resource_version is not None:
+            query["resourceVersion"] = self.resource_version
         async with self._kube.stream(request, query=query, connect_timeout=_LIST_TIMEOUT) as lines:
             self._saw_event()
-            # An established stream is a success: a drop later is a new first failure,
-            # else a connection that flaps now and then makes the watch blind for up to
-            # the backoff cap after each drop.
+            # A drop of an established stream is a new first failure, not the next one.
             self._backoff.reset()
             inactivity = timeout + self.inactivity_margin
             armed = time.monotonic()
             with anyio.CancelScope(deadline=anyio.current_time() + inactivity) as guard:
-                try:
-                    async for line in lines:
-                        if line.strip():
-                            self._handle(request, line)
-                        if (now := time.monotonic()) - armed >= _REARM_S:
-                            armed = now
-                            guard.deadline = anyio.current_time() + inactivity
-                except (ValueError, LineTooLong) as exc:  # a line longer than the buffer
-                    raise ApiError(request, 0, _LINE_TOO_LONG, str(exc)) from exc
+                while True:
+                    try:
+                        line = await lines.readline()
+                    except (ValueError, LineTooLong) as exc:  # a line longer than the buffer
+                        raise ApiError(request, 0, _LINE_TOO_LONG, str(exc)) from exc
+                    if not line:
+                        break  # the server ended the watch
+                    if line.strip():
+                        self._handle(request, line)
+                    if (now := time.monotonic()) - armed >= _REARM_S:
+                        armed = now
+                        guard.deadline = anyio.current_time() + inactivity
             if guard.cancelled_caught:
                 self._log.warning("watch.inactive", silent_s=round(inactivity, 1))
 
@@ -382,19 +339,17 @@ class Watcher:
             raise ApiError.from_status(request, event.object)
         self._saw_event()
         if event.resource_version is not None:
-            self._resource_version = event.resource_version
+            self.resource_version = event.resource_version
         if event.type == "BOOKMARK":
             return
         snapshot = snapshot_in_scope(event.object, self.scope)
         if snapshot is None:
             return
         if event.type == "DELETED" or snapshot.deleting:
-            # Gone, or on its way out (our DELETE or anyone's): nothing left to judge.
             self.cache.remove(snapshot.key, snapshot.uid)
             return
         if not snapshot.terminal:
-            # The server filters on phase, so this is a pod without a usable status:
-            # never a zombie, but worth a line, since it also leaves the cache.
+            # The server filters on phase: this pod has no usable status. It leaves the cache.
             self._log.warning(
                 "watch.skipped",
                 why="pod not terminal",

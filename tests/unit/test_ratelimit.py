@@ -32,8 +32,7 @@ async def test_refills_up_to_burst_only() -> None:
     bucket = TokenBucket(qps=2, burst=3)
     for _ in range(3):
         await bucket.acquire()
-    await anyio.sleep(100)
-    assert bucket.tokens() == 3
+    await anyio.sleep(100)  # refills 3 tokens, not 200
     start = now()
     for _ in range(4):
         await bucket.acquire()
@@ -111,7 +110,7 @@ async def test_invalid(qps: float, burst: int) -> None:
 
 
 async def test_pushback_slows_the_next_tokens_at_once() -> None:
-    bucket = TokenBucket(qps=10, burst=10, adaptive=True)
+    bucket = TokenBucket(qps=10, burst=10)
     sent = [await bucket.acquire() for _ in range(10)]  # the burst, at t=0
     assert bucket.throttled(sent[-1])
     assert bucket.rate() == pytest.approx(7)
@@ -125,7 +124,7 @@ async def test_pushback_slows_the_next_tokens_at_once() -> None:
 
 
 async def test_a_waiter_asleep_at_the_old_rate_gets_its_token_at_the_new_one() -> None:
-    bucket = TokenBucket(qps=2, burst=1, adaptive=True)
+    bucket = TokenBucket(qps=2, burst=1)
     sent = await bucket.acquire()
     start = now()
     async with anyio.create_task_group() as tg:
@@ -143,7 +142,7 @@ async def test_a_waiter_asleep_at_the_old_rate_gets_its_token_at_the_new_one() -
 
 
 async def test_stale_pushback_does_not_cut_twice() -> None:
-    bucket = TokenBucket(qps=20, burst=4, adaptive=True)
+    bucket = TokenBucket(qps=20, burst=4)
     sent = [await bucket.acquire() for _ in range(4)]
     await anyio.sleep(0.01)
     assert bucket.throttled(sent[0])
@@ -152,21 +151,15 @@ async def test_stale_pushback_does_not_cut_twice() -> None:
 
 
 async def test_quiet_time_restores_the_rate() -> None:
-    bucket = TokenBucket(qps=20, burst=4, adaptive=True)
+    bucket = TokenBucket(qps=20, burst=4)
     bucket.throttled(await bucket.acquire())
     assert bucket.rate() == pytest.approx(14)
     await anyio.sleep(2)
     assert bucket.rate() == 20
 
 
-async def test_fixed_bucket_ignores_pushback() -> None:
-    bucket = TokenBucket(qps=5, burst=1)
-    assert not bucket.throttled(await bucket.acquire())
-    assert bucket.rate() == 5
-
-
 async def test_a_cut_stops_what_is_left_of_a_burst() -> None:
-    bucket = TokenBucket(qps=10, burst=10, adaptive=True)
+    bucket = TokenBucket(qps=10, burst=10)
     sent = await bucket.acquire()
     await bucket.acquire()
     bucket.throttled(sent)

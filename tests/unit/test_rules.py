@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from zombied.pod import KEEP_ANNOTATION, PodParseError, PodSnapshot, parse_pod
+from zombied.pod import KEEP_ANNOTATION, PodSnapshot, parse_pod
 from zombied.rules import (
     NODE_SHUTDOWN_REASONS,
     RULE_NAMES,
@@ -21,7 +21,6 @@ from zombied.rules import (
     Rule,
     RuleSet,
     judge,
-    matches,
     mismatch,
 )
 
@@ -68,22 +67,12 @@ SUCCEEDED_NEWEST = (
 
 # (version, variant, (phase, reason, message), containers ran?, DisruptionTarget?)
 KUBELET_TABLE = [
-    ("1.20", "killed", KILLED_1_20, True, False),
-    ("1.20", "killed-alt-message", KILLED_1_20_ALT, True, False),
-    ("1.20", "rejected", REJECTED_1_20, False, False),
-    ("1.21", "killed", KILLED_1_20, True, False),
-    ("1.21", "killed-alt-message", KILLED_1_20_ALT, True, False),
-    ("1.21", "rejected", REJECTED_1_20, False, False),
-    ("1.22", "killed", KILLED_1_22, True, False),
-    ("1.22", "rejected", REJECTED_1_22, False, False),
-    ("1.25", "killed", KILLED_1_22, True, False),
-    ("1.25", "rejected", REJECTED_1_22, False, False),
-    ("1.26", "killed", KILLED_1_22, True, True),
-    ("1.26", "rejected", REJECTED_1_22, False, False),
-    ("1.29", "killed", KILLED_1_22, True, True),
-    ("1.29", "rejected", REJECTED_1_22, False, False),
-    ("newest", "killed", KILLED_1_22, True, True),
-    ("newest", "rejected", REJECTED_1_22, False, False),
+    ("1.20-1.21", "killed", KILLED_1_20, True, False),
+    ("1.20-1.21", "killed-alt-message", KILLED_1_20_ALT, True, False),
+    ("1.20-1.21", "rejected", REJECTED_1_20, False, False),
+    ("1.22-1.25", "killed", KILLED_1_22, True, False),
+    ("1.22-newest", "rejected", REJECTED_1_22, False, False),
+    ("1.26-newest", "killed", KILLED_1_22, True, True),
     ("newest", "succeeded", SUCCEEDED_NEWEST, True, True),
 ]
 
@@ -250,7 +239,7 @@ class TestOtherRules:
     @pytest.mark.parametrize("reason", ["shutdown", "NODESHUTDOWN", "Terminating", "Preempted"])
     def test_reason_must_match_exactly(self, reason: str) -> None:
         pod = snapshot(reason=reason)
-        assert not matches(Rule("node-shutdown"), pod)
+        assert mismatch(Rule("node-shutdown"), pod) is not None
 
     def test_precedence_ignores_listing_order(self) -> None:
         rules = RuleSet((Rule("failed", 1), Rule("evicted", 2)))
@@ -578,115 +567,8 @@ class TestCustomRules:
             Rule("node-shutdown", 0, GPU)
 
 
-# -- properties over random input -------------------------------------------------------
+# -- properties over random snapshots (tests/reliability fuzzes raw objects) ------------
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
-    ),
-    max_leaves=10,
-)
-timestamps = st.one_of(
-    st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat().replace("+00:00", "Z")),
-    json_values,
-)
-
-
-def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.one_of(strategy, json_values)
-
-
-def mostly(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    """Usually well-formed, sometimes garbage: enough valid pods to reach the rules."""
-    return st.integers(0, 9).flatmap(lambda roll: json_values if roll == 0 else strategy)
-
-
-container_statuses = st.lists(
-    maybe(
-        st.fixed_dictionaries(
-            {
-                "state": maybe(
-                    st.fixed_dictionaries(
-                        {"terminated": maybe(st.fixed_dictionaries({"finishedAt": timestamps}))}
-                    )
-                )
-            }
-        )
-    ),
-    max_size=3,
-)
-conditions = st.lists(
-    maybe(
-        st.fixed_dictionaries(
-            {
-                "type": maybe(st.sampled_from(["Ready", "DisruptionTarget", "PodScheduled"])),
-                "status": maybe(st.sampled_from(["True", "False"])),
-                "lastTransitionTime": timestamps,
-            }
-        )
-    ),
-    max_size=3,
-)
-owner_refs = st.lists(
-    maybe(
-        st.fixed_dictionaries(
-            {
-                "kind": maybe(
-                    st.sampled_from(["Job", "job", "ReplicaSet", "StatefulSet", "DaemonSet"])
-                ),
-                "name": maybe(st.text(max_size=5)),
-                "controller": maybe(st.booleans()),
-            }
-        )
-    ),
-    max_size=3,
-)
-raw_pods = st.fixed_dictionaries(
-    {
-        "metadata": mostly(
-            st.fixed_dictionaries(
-                {
-                    "namespace": mostly(st.sampled_from(["default", "team-a"])),
-                    "name": mostly(st.from_regex(r"[a-z0-9][-a-z0-9.]{0,8}", fullmatch=True)),
-                    "uid": mostly(st.uuids().map(str)),
-                },
-                optional={
-                    "resourceVersion": maybe(st.integers(0).map(str)),
-                    "deletionTimestamp": maybe(timestamps),
-                    "annotations": maybe(
-                        st.dictionaries(
-                            st.sampled_from([KEEP_ANNOTATION, "other"]),
-                            maybe(st.sampled_from(["true", "True", "false", ""])),
-                        )
-                    ),
-                    "labels": json_values,
-                    "ownerReferences": maybe(owner_refs),
-                },
-            )
-        ),
-    },
-    optional={
-        "spec": maybe(st.fixed_dictionaries({"nodeName": maybe(st.text(max_size=5))})),
-        "status": mostly(
-            st.fixed_dictionaries(
-                {
-                    "phase": mostly(st.sampled_from(["Failed", "Succeeded", "Running", "Pending"])),
-                    "reason": mostly(
-                        st.sampled_from([*NODE_SHUTDOWN_REASONS, "Evicted", "OOMKilled", ""])
-                    ),
-                },
-                optional={
-                    "message": json_values,
-                    "containerStatuses": maybe(container_statuses),
-                    "initContainerStatuses": maybe(container_statuses),
-                    "conditions": maybe(conditions),
-                },
-            )
-        ),
-    },
-)
 rule_sets = st.builds(
     RuleSet,
     rules=st.lists(st.sampled_from(RULE_NAMES), unique=True).map(
@@ -694,27 +576,6 @@ rule_sets = st.builds(
     ),
     exclude_owner_kinds=st.frozensets(st.sampled_from(["Job", "DaemonSet", "statefulset"])),
 )
-
-
-@settings(max_examples=400, deadline=None)
-@given(obj=st.one_of(raw_pods, json_values), rules=rule_sets)
-def test_random_pods_never_crash_and_vetoes_hold(obj: object, rules: RuleSet) -> None:
-    try:
-        pod = parse_pod(obj)
-    except PodParseError:
-        return
-    verdict = judge(pod, rules, first_seen=FIRST_SEEN)
-    assert verdict.zombie == (verdict.skip is None)
-    if pod.keep or pod.deleting or rules.excludes(pod.owner_kind) or not pod.terminal:
-        assert not verdict.zombie
-    if verdict.zombie:
-        assert verdict.rule in rules.names
-        assert verdict.due is not None
-        since = pod.terminated_at or FIRST_SEEN
-        assert verdict.due - since == timedelta(seconds=7)
-    else:
-        assert verdict.rule is None
-        assert verdict.due is None
 
 
 snapshots = st.builds(
@@ -739,6 +600,6 @@ def test_classify_properties(pod: PodSnapshot, rules: RuleSet) -> None:
     if vetoed or not pod.terminal:
         assert not verdict.zombie
     else:
-        expected = next((r.name for r in rules.ordered() if matches(r, pod)), None)
+        expected = next((r.name for r in rules.ordered() if mismatch(r, pod) is None), None)
         assert verdict.rule == expected
         assert verdict.zombie == (expected is not None)

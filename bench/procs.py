@@ -46,7 +46,6 @@ class Sampler:
         self.process = psutil.Process(pid)
         self.interval = interval
         self.rss: list[tuple[float, float]] = []
-        self.high_water: float = 0.0  # VmHWM: peak RSS since exec, as the kernel saw it
         self.cpu: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"sampler-{pid}", daemon=True)
@@ -77,7 +76,6 @@ class Sampler:
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             return None
         now = time.time()
-        self.high_water = max(self.high_water, float(high_water_rss(self.process.pid)))
         cpu = float(times.user + times.system)
         self.rss.append((now, rss))
         self.cpu.append((now, cpu))
@@ -147,11 +145,13 @@ class Http:
             conn.close()
         self._local = threading.local()
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         for attempt in (1, 2):
@@ -168,8 +168,10 @@ class Http:
                     raise
         raise AssertionError("unreachable")
 
-    def json(self, method: str, path: str, body: Any = None) -> Any:
-        code, payload = self.request(method, path, body)
+    def json(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
+        code, payload = self.request(method, path, body, content_type)
         if code >= 300:
             raise RuntimeError(f"{method} {path}: HTTP {code}: {payload[:300]!r}")
         return json.loads(payload) if payload else None

@@ -128,7 +128,8 @@ def render(results: Sequence[MemoryResult]) -> list[str]:
         f"the pods of a few nodes shut down at once ({BATCH} zombies at every size). Peak RSS "
         "is sampled from the kernel every 0.25 s; requests per minute while idle come from "
         "the simulator's request log (LIST counts the lists after zombied's first one). "
-        f"From {smallest.pods:,} to {largest.pods:,} running pods the idle RSS changes by {growth * 100:+.1f} % (design target: flat)."
+        f"From {smallest.pods:,} to {largest.pods:,} running pods the idle RSS "
+        f"changes by {growth * 100:+.1f} % (design target: flat)."
     )
     return [
         "## Memory against cluster size (simulator)",

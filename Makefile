@@ -116,7 +116,7 @@ fmt: $(STAMP)
 
 # The real-server table is the report's first: build the kube-apiserver first (once).
 bench: $(STAMP) real-apiserver
-	$(PY) bench/run.py $(if $(QUICK),--quick)
+	$(PY) -m bench.run $(if $(QUICK),--quick)
 
 # The soak runs for SOAK_S seconds; the per-test timeout leaves room for setup and drain.
 # With SOAK_S set, the property tests of tests/reliability take their nightly budgets.

@@ -19,8 +19,6 @@ exactly as an operator would, and judges it only by what the API server saw.
 
 from __future__ import annotations
 
-import argparse
-import functools
 import os
 import signal
 import statistics
@@ -42,12 +40,13 @@ from tests.helpers import free_port
 from kubesim import Simulator
 from kubesim.scenario import PodRef, PreemptResult, build_named
 
+#: The node shut down gracefully, and the one preempted without notice that comes back
+#: under its name; the kubelet version both imitate; the min age of both rules.
+NODE, RETURNING, VERSION, MIN_AGE = "node-1", "node-2", "1.26", "8s"
 READY_TIMEOUT = 20.0
 REAP_TIMEOUT = 25.0
 STOP_TIMEOUT = 10.0
 POLL = 0.05
-
-
 KEEP_ANNOTATION = "zombied.io/keep"
 
 
@@ -81,51 +80,35 @@ def _section(title: str) -> None:
     _say(f"== {title}")
 
 
+async def _zombied(*args: str) -> list[str]:
+    """``zombied ARGS...`` to its end: its output, indented, as the tour prints it."""
+    result = await anyio.run_process(
+        [sys.executable, "-m", "zombied", *args],
+        check=False,
+        env=_zombied_env(),
+        stderr=subprocess.STDOUT,
+    )
+    lines = [f"   {line}" for line in result.stdout.decode(errors="replace").rstrip().splitlines()]
+    if result.returncode != 0:
+        lines.append(f"   (zombied {args[0]} exited {result.returncode})")
+    return lines or ["   (no output)"]
+
+
 async def _run_scan(kubeconfig: Path) -> None:
-    result = await anyio.run_process(
-        [sys.executable, "-m", "zombied", "scan", "--kubeconfig", str(kubeconfig)],
-        check=False,
-        env=_zombied_env(),
-        stderr=subprocess.STDOUT,
-    )
-    for line in result.stdout.decode(errors="replace").rstrip().splitlines() or ["(no output)"]:
-        _say(f"   {line}")
-    if result.returncode != 0:
-        _say(f"   (zombied scan exited {result.returncode})")
+    for line in await _zombied("scan", "--kubeconfig", str(kubeconfig)):
+        _say(line)
 
 
-def _flags(kubeconfig: Path, min_age: str) -> list[str]:
-    """The settings every zombied command of the tour shares."""
-    return [
-        "--kubeconfig",
-        str(kubeconfig),
-        "--rules",
-        f"node-shutdown,admission-rejected={min_age}",
-        "--min-age",
-        min_age,
-    ]
+FLAGS = ("--rules", f"node-shutdown,admission-rejected={MIN_AGE}", "--min-age", MIN_AGE)
 
 
-async def _explain(flags: Sequence[str], ref: str) -> list[str]:
-    result = await anyio.run_process(
-        [sys.executable, "-m", "zombied", "explain", ref, *flags],
-        check=False,
-        env=_zombied_env(),
-        stderr=subprocess.STDOUT,
-    )
-    lines = [f"   $ zombied explain {ref}"]
-    lines += [f"   {line}" for line in result.stdout.decode(errors="replace").rstrip().splitlines()]
-    if result.returncode != 0:
-        lines.append(f"   (zombied explain exited {result.returncode})")
-    return lines
-
-
-async def _explain_all(flags: Sequence[str], refs: Sequence[str]) -> None:
+async def _explain_all(kubeconfig: Path, refs: Sequence[str]) -> None:
     """Explain several pods at once (one process each), printed in order."""
     outputs: dict[str, list[str]] = {}
 
     async def one(ref: str) -> None:
-        outputs[ref] = await _explain(flags, ref)
+        explained = await _zombied("explain", ref, "--kubeconfig", str(kubeconfig), *FLAGS)
+        outputs[ref] = [f"   $ zombied explain {ref}", *explained]
 
     async with anyio.create_task_group() as tg:
         for ref in refs:
@@ -185,18 +168,11 @@ async def _stop(process: anyio.abc.Process) -> int:
     return -1 if process.returncode is None else process.returncode
 
 
-async def run_demo(
-    *,
-    node: str = "node-1",
-    returning: str = "node-2",
-    version: str = "1.26",
-    min_age: str = "8s",
-    seed: int = 0,
-) -> Summary:
+async def run_demo() -> Summary:
     """The whole tour; returns what happened (``problems`` empty when all went well)."""
     summary = Summary()
     with tempfile.TemporaryDirectory(prefix="zombied-demo-") as tmp:
-        async with Simulator(host="127.0.0.1", port=0, seed=seed) as sim:
+        async with Simulator(host="127.0.0.1", port=0, seed=0) as sim:
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
             built = build_named(sim.cluster, "demo")
             _section(f"Simulated API server at {sim.url}")
@@ -210,13 +186,14 @@ async def run_demo(
             await _run_scan(kubeconfig)
 
             port = free_port()
-            flags = _flags(kubeconfig, min_age)
             command = [
                 sys.executable,
                 "-m",
                 "zombied",
                 "run",
-                *flags,
+                "--kubeconfig",
+                str(kubeconfig),
+                *FLAGS,
                 "--log-format=console",
                 "--listen",
                 f"127.0.0.1:{port}",
@@ -230,16 +207,7 @@ async def run_demo(
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_stream, process)
-                    await _tour(
-                        sim,
-                        process,
-                        port,
-                        summary,
-                        flags=flags,
-                        node=node,
-                        returning=returning,
-                        version=version,
-                    )
+                    await _tour(sim, process, port, summary, kubeconfig)
                     died = process.returncode is not None
                     summary.exit_code = await _stop(process)
             finally:
@@ -255,20 +223,12 @@ async def run_demo(
 
             if summary.explained:
                 _section("zombied explain: the pods it kept, and why")
-                await _explain_all(flags, summary.explained)
+                await _explain_all(kubeconfig, summary.explained)
     return summary
 
 
 async def _tour(
-    sim: Simulator,
-    process: anyio.abc.Process,
-    port: int,
-    summary: Summary,
-    *,
-    flags: Sequence[str],
-    node: str,
-    returning: str,
-    version: str,
+    sim: Simulator, process: anyio.abc.Process, port: int, summary: Summary, kubeconfig: Path
 ) -> None:
     if not await _ready(f"http://127.0.0.1:{port}/readyz", process):
         summary.problems.append("zombied never became ready")
@@ -283,15 +243,15 @@ async def _tour(
     sim.cluster.fail("team-a", crashed)
     summary.kept = [f"team-a/{evicted} (Evicted)", f"team-a/{crashed} (Error)"]
     # An operator keeps one pod on each doomed node for a post-mortem.
-    kept = [_opt_out(sim, node), _opt_out(sim, returning)]
+    kept = [_opt_out(sim, NODE), _opt_out(sim, RETURNING)]
     summary.kept += [f"{ref} ({KEEP_ANNOTATION})" for ref in kept]
 
-    _section(f"Preempting {node} (kubelet {version}, graceful node shutdown)")
+    _section(f"Preempting {NODE} (kubelet {VERSION}, graceful node shutdown)")
     preempted_at = time.time()
-    shut = sim.cluster.preempt(node, version=version)
+    shut = sim.cluster.preempt(NODE, version=VERSION)
     _report(shut, "left Failed/Terminated")
-    _section(f"Preempting {returning} without notice; it comes back under the same name")
-    back = sim.cluster.return_node(returning, version=version)
+    _section(f"Preempting {RETURNING} without notice; it comes back under the same name")
+    back = sim.cluster.return_node(RETURNING, version=VERSION)
     _report(back, "rejected at admission")
 
     kept_refs = set(kept)
@@ -312,7 +272,7 @@ async def _tour(
             next(r for r in back.zombies if r.uid in zombie_uids),
         )
     ]
-    await _explain_all(flags, first_of_each)
+    await _explain_all(kubeconfig, first_of_each)
 
     def reaped() -> list[str]:
         return [r.obj["metadata"]["uid"] for r in sim.deleted if not r.dry_run]
@@ -391,7 +351,7 @@ def _check_untouched(
             )
 
 
-def _print_summary(summary: Summary, min_age: str) -> None:
+def _print_summary(summary: Summary) -> None:
     _section("Summary")
     _say(f"   zombies reaped:   {len(summary.reaped)}/{len(summary.zombies)}")
     _say(f"   pods kept:        {len(summary.kept)} ({'; '.join(summary.kept) or 'none'})")
@@ -399,7 +359,7 @@ def _print_summary(summary: Summary, min_age: str) -> None:
         lat = sorted(summary.latencies)
         _say(
             f"   reap latency:     min {lat[0]:.2f}s, median {statistics.median(lat):.2f}s, "
-            f"max {lat[-1]:.2f}s after the kubelet marked them (min age {min_age}; "
+            f"max {lat[-1]:.2f}s after the kubelet marked them (min age {MIN_AGE}; "
             "finishedAt has 1 s resolution)"
         )
     _say(f"   zombied run exit: {summary.exit_code}")
@@ -408,42 +368,12 @@ def _print_summary(summary: Summary, min_age: str) -> None:
     _say("   OK" if not summary.problems else "   FAILED")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.demo",
-        description="Preempt a simulated Spot node and watch zombied reap the zombie pods.",
-    )
-    parser.add_argument(
-        "--node", default="node-1", help="node to shut down gracefully (default: node-1)"
-    )
-    parser.add_argument(
-        "--returning",
-        default="node-2",
-        help="node preempted without notice that returns under its name (default: node-2)",
-    )
-    parser.add_argument(
-        "--kubelet-version", default="1.26", help="kubelet version to imitate (default: 1.26)"
-    )
-    parser.add_argument("--min-age", default="8s", help="min age of both rules (default: 8s)")
-    parser.add_argument("--seed", type=int, default=0, help="scenario seed (default: 0)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main() -> int:
     try:
-        demo = functools.partial(
-            run_demo,
-            node=args.node,
-            returning=args.returning,
-            version=args.kubelet_version,
-            min_age=args.min_age,
-            seed=args.seed,
-        )
-        summary = anyio.run(demo, backend="asyncio")
+        summary = anyio.run(run_demo, backend="asyncio")
     except KeyboardInterrupt:
         return 130
-    _print_summary(summary, args.min_age)
+    _print_summary(summary)
     return 0 if not summary.problems else 1
 
 

@@ -149,7 +149,7 @@ $(PROMTOOL):
 	@$(PROMTOOL) --version | head -n1
 
 monitoring-plot: $(STAMP) $(PROMTOOL)
-	$(PY) -m bench.monitoring_plot --out bench/monitoring.png
+	$(PY) -m bench.monitoring_plot
 
 docs: $(STAMP)
 	$(PY) tests/ship/readme_sections.py --write README.md $(shell find docs -name "*.md" 2>/dev/null | sort)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.helpers import wait_for
 
-from bench.procs import Sampler
+from bench.procs import Sampler, log
 from bench.simctl import SimProcess, ZombiedProcess
 from bench.stats import audit_deletes, count_requests
 
@@ -53,10 +53,6 @@ class MemoryResult:
         return sum(n for key, n in self.idle_requests.items() if key.startswith("list "))
 
 
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 def _peak(samples: Sequence[tuple[float, float]], since: float, until: float) -> float:
     return max((value for when, value in samples if since <= when <= until), default=math.nan)
 
@@ -67,7 +63,7 @@ def run_size(pods: int, workdir: Path, *, idle_s: float) -> MemoryResult:
     with SimProcess(workdir, name=f"sim-memory-{pods}") as sim:
         built = time.monotonic()
         sim.build(nodes=nodes, pods=pods, namespaces=NAMESPACES)
-        _log(f"  {pods:,} running pods on {nodes:,} nodes in {time.monotonic() - built:.1f} s")
+        log(f"  {pods:,} running pods on {nodes:,} nodes in {time.monotonic() - built:.1f} s")
         batch = sim.pods_on(sim.node_names()[: math.ceil(BATCH / PODS_PER_NODE) + 1])[:BATCH]
         with (
             ZombiedProcess(sim.kubeconfig, workdir, name=f"zombied-memory-{pods}") as daemon,
@@ -88,7 +84,7 @@ def run_size(pods: int, workdir: Path, *, idle_s: float) -> MemoryResult:
     result.batch_rss_bytes = _peak(sampler.rss, started, ended)
     audit = audit_deletes(zombies, deleted)
     result.zombies, result.missed, result.wrong = len(zombies), audit.missed, audit.wrong
-    _log(
+    log(
         f"  {pods:,} pods: idle RSS {result.idle_rss_bytes / (1 << 20):.1f} MiB, "
         f"{result.lists} LIST, {result.open_watches} watch(es); batch of {result.zombies}: "
         f"{result.missed} missed, RSS {result.batch_rss_bytes / (1 << 20):.1f} MiB"
@@ -97,7 +93,7 @@ def run_size(pods: int, workdir: Path, *, idle_s: float) -> MemoryResult:
 
 
 def run_all(workdir: Path, *, quick: bool = False) -> list[MemoryResult]:
-    _log("memory against cluster size")
+    log("memory against cluster size")
     sizes, idle_s = (QUICK_SIZES, QUICK_IDLE_S) if quick else (SIZES, IDLE_S)
     return [run_size(pods, workdir, idle_s=idle_s) for pods in sizes]
 

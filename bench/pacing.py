@@ -27,9 +27,9 @@ mpl.use("Agg")
 import matplotlib.pyplot as plt
 from tests.helpers import wait_for
 
-from bench.procs import Sampler
+from bench.procs import Sampler, log
 from bench.simctl import SimProcess, ZombiedProcess
-from bench.stats import audit_deletes, count_requests, p50_p99
+from bench.stats import audit_deletes, count_requests, p50_p99, seconds
 
 #: The fault of the pushback run, in the simulator's fault syntax.
 PUSHBACK_FAULT = "error:verb=delete,resource=pods,status=429,fraction=0.2,retry_after=1"
@@ -123,10 +123,6 @@ class RateScraper:
             self.events_queued = metrics.get("zombied_events_queued", self.events_queued)
 
 
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> PacingResult:
     """A fresh simulator and a zombied at its defaults; shut the nodes down at once."""
     nodes = math.ceil(scenario.zombies / PODS_PER_NODE) + 1
@@ -176,7 +172,7 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
             (float(s), per_second[s], throttled[s]) for s in range(max(per_second) + 1)
         ]
     result.rate_curve = [(t - first_write, rate) for t, rate in scraper.points if t <= ended + 1]
-    _log(
+    log(
         f"  {scenario.name}: {result.reaped}/{len(zombies)} reaped, cleared "
         f"{result.clear_after_last_write_s:.1f} s after the last write, "
         f"{result.total_requests} requests ({result.delete_requests} DELETE), "
@@ -185,50 +181,25 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
     return result
 
 
-def _fmt_s(seconds: float | None) -> str:
-    if seconds is None or math.isnan(seconds):
-        return "-"
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
-
-
 def render(runs: Sequence[PacingResult], *, picture: str) -> list[str]:
     """The RESULTS.md section of these runs."""
-    if not runs:
-        return []
+    clean = {run.zombies: run for run in runs if not run.fault}
     rows = []
     for run in runs:
-        # A pushback run against the clean run of as many zombies, if any.
-        twin = next((r for r in runs if not r.fault and r.zombies == run.zombies), None)
-        twin = twin if run.fault else None
-        versus = (
-            f" ({run.total_requests / twin.total_requests:.2f}x the clean run)"
-            if twin and twin.total_requests
-            else ""
-        )
-        target = run.target_s
-        met = (
-            ""
-            if target is None or math.isnan(run.clear_after_last_write_s)
-            else (" (target met)" if run.clear_after_last_write_s <= target else " (MISSED)")
-        )
+        total = f"{run.total_requests:,}"
+        twin = clean.get(run.zombies)
+        if run.fault and twin and twin.total_requests:
+            total += f" ({run.total_requests / twin.total_requests:.2f}x the clean run)"
+        cleared = seconds(run.clear_after_last_write_s)
+        if run.target_s and not math.isnan(run.clear_after_last_write_s):
+            verdict = "met" if run.clear_after_last_write_s <= run.target_s else "MISSED"
+            cleared += f" (target {seconds(run.target_s)}: {verdict})"
         by_code = ", ".join(f"{key} {count:,}" for key, count in run.requests.items())
         rows.append(
-            "| "
-            + " | ".join(
-                [
-                    run.scenario,
-                    f"{run.zombies:,}",
-                    f"{_fmt_s(run.clear_after_last_write_s)}"
-                    + (f" (target {_fmt_s(target)}){met}" if target else ""),
-                    f"{_fmt_s(run.latency_p50_s)} / {_fmt_s(run.latency_p99_s)}",
-                    f"{run.delete_requests:,}",
-                    f"{run.total_requests:,}{versus}",
-                    by_code,
-                    f"{run.cpu_s:.2f} s ({run.cpu_per_reaped_ms:.2f} ms)",
-                    f"{run.missed} / {run.wrong}",
-                ]
-            )
-            + " |"
+            f"| {run.scenario} | {run.zombies:,} | {cleared} "
+            f"| {seconds(run.latency_p50_s)} / {seconds(run.latency_p99_s)} "
+            f"| {run.delete_requests:,} | {total} | {by_code} "
+            f"| {run.cpu_s:.2f} s ({run.cpu_per_reaped_ms:.2f} ms) | {run.missed} / {run.wrong} |"
         )
     return [
         "## Storms at the default settings (simulator)",
@@ -296,6 +267,6 @@ def draw(runs: Sequence[PacingResult], path: Path) -> Path:
 
 
 def run_all(workdir: Path, *, quick: bool = False) -> list[PacingResult]:
-    _log("storms at the default settings")
+    log("storms at the default settings")
     scenarios = QUICK_SCENARIOS if quick else SCENARIOS
     return [run_scenario(s, workdir, clear_timeout=60.0 if quick else 600.0) for s in scenarios]

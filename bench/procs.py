@@ -2,9 +2,9 @@
 
 `Sampler` reads one process's RSS and CPU time from the kernel (psutil) in a thread, so
 every figure is that process's own, never the harness's; `Http` is a tiny JSON client
-with one keep-alive connection per thread. Starting and stopping processes is
-`tests.helpers.Child`'s job. Traffic only ever goes to 127.0.0.1; this module must
-never talk to any other address.
+with one keep-alive connection per thread; `log` prints the harness's progress lines.
+Starting and stopping processes is `tests.helpers.Child`'s job. Traffic only ever goes
+to 127.0.0.1; this module must never talk to any other address.
 """
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ from typing import Any
 
 import psutil
 from tests.helpers import LOOPBACK
+
+
+def log(message: str) -> None:
+    """One progress line of the harness, stamped with the time of day."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def high_water_rss(pid: int) -> int:

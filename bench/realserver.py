@@ -50,9 +50,9 @@ from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import wait_for
 
 from bench.cronjob import CronJob, CronRun
-from bench.procs import Http, Sampler
+from bench.procs import Http, Sampler, log
 from bench.simctl import ZombiedProcess
-from bench.stats import p50_p99
+from bench.stats import p50_p99, seconds
 
 PODS_PER_NODE = 100
 #: The CronJob's schedules, run side by side: every 9 minutes as it is usually set up,
@@ -374,15 +374,14 @@ def run_all(workdir: Path, *, quick: bool = False) -> list[RealResult]:
                 batch += run_schedules(cluster, kubelet, zombies)
             for result in batch:
                 result.server = server
-                print(
-                    f"[{time.strftime('%H:%M:%S')}] real {result.label} {zombies}: "
+                log(
+                    f"real {result.label} {zombies}: "
                     f"cleared {result.clear_after_last_write_s:.1f} s after the last write, "
                     f"CPU {result.cpu_per_reaped_ms:.2f} ms per reaped pod, "
                     f"{result.total_requests} requests, wrong {result.wrong}, "
                     f"missed {result.missed}"
                     + (f", runs: {result.runs}" if result.runs else "")
-                    + (f", {result.note}" if result.note else ""),
-                    flush=True,
+                    + (f", {result.note}" if result.note else "")
                 )
             results += batch
         kubelet.http.close()
@@ -407,8 +406,8 @@ def render(results: Sequence[RealResult]) -> list[str]:
             verdict = "met" if r.clear_after_last_write_s <= target else "MISSED"
             extra += f" (target {target:.0f} s: {verdict})"
         rows.append(
-            f"| {r.label} | {r.zombies:,} | {_fmt(r.clear_after_last_write_s)}{extra} "
-            f"| {_fmt(r.latency_p50_s)} / {_fmt(r.latency_p99_s)} | {r.total_requests:,} "
+            f"| {r.label} | {r.zombies:,} | {seconds(r.clear_after_last_write_s)}{extra} "
+            f"| {seconds(r.latency_p50_s)} / {seconds(r.latency_p99_s)} | {r.total_requests:,} "
             f"| {by_code} | {r.wrong} | {r.missed} | {r.cpu_s:.2f} s "
             f"| {r.cpu_per_reaped_ms:.2f} ms | {r.peak_rss_bytes / (1 << 20):.0f} MiB |"
         )
@@ -457,9 +456,3 @@ def render(results: Sequence[RealResult]) -> list[str]:
         *rows,
         "",
     ]
-
-
-def _fmt(seconds: float) -> str:
-    if math.isnan(seconds):
-        return "-"
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"

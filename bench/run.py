@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import machine, memory, pacing, realserver
+from bench.procs import log
 from bench.simctl import REPO, zombied_defaults
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -38,10 +39,6 @@ CAVEATS = (
     "zombied runs with `--min-age 0s` everywhere: the min age only adds a fixed wait.",
     "Other work on the machine skews every figure: the load averages are in the machine table.",
 )
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def render(

@@ -35,6 +35,13 @@ def p50_p99(values: Sequence[float]) -> tuple[float, float]:
     return percentile(values, 50), percentile(values, 99)
 
 
+def seconds(value: float) -> str:
+    """`37 ms`, `4.6 s`, `-` for NaN: a duration as the tables print it."""
+    if math.isnan(value):
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
 def count_requests(
     records: Iterable[Mapping[str, Any]], since: float, until: float
 ) -> dict[str, int]:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,9 +35,9 @@ import anyio
 import anyio.abc
 import zombied
 from anyio.streams.text import TextReceiveStream
-from tests.helpers import free_port
+from tests.helpers import eventually, free_port
 
-from kubesim import Simulator
+from kubesim import DeletedRecord, Simulator
 from kubesim.scenario import PodRef, PreemptResult, build_named
 
 #: The node shut down gracefully, and the one preempted without notice that comes back
@@ -48,6 +48,8 @@ REAP_TIMEOUT = 25.0
 STOP_TIMEOUT = 10.0
 POLL = 0.05
 KEEP_ANNOTATION = "zombied.io/keep"
+#: The rules and min age every zombied command of the tour shares.
+FLAGS = ("--rules", f"node-shutdown,admission-rejected={MIN_AGE}", "--min-age", MIN_AGE)
 
 
 @dataclass
@@ -99,9 +101,6 @@ async def _run_scan(kubeconfig: Path) -> None:
         _say(line)
 
 
-FLAGS = ("--rules", f"node-shutdown,admission-rejected={MIN_AGE}", "--min-age", MIN_AGE)
-
-
 async def _explain_all(kubeconfig: Path, refs: Sequence[str]) -> None:
     """Explain several pods at once (one process each), printed in order."""
     outputs: dict[str, list[str]] = {}
@@ -129,16 +128,6 @@ async def _stream(process: anyio.abc.Process) -> None:
             _say(f"   | {line}")
     if buffer:
         _say(f"   | {buffer}")
-
-
-async def _wait_for(predicate: Callable[[], bool], what: str, *, within: float) -> bool:
-    with anyio.move_on_after(within):
-        # Polls what the API server recorded, as an operator watching would.
-        while not predicate():  # noqa: ASYNC110
-            await anyio.sleep(POLL)
-        return True
-    _say(f"   !! timed out after {within:.0f}s waiting for {what}")
-    return False
 
 
 async def _ready(url: str, process: anyio.abc.Process) -> bool:
@@ -254,15 +243,11 @@ async def _tour(
     back = sim.cluster.return_node(RETURNING, version=VERSION)
     _report(back, "rejected at admission")
 
-    kept_refs = set(kept)
-    zombies = [
-        ref
-        for ref in (*shut.zombies, *back.zombies)
-        if f"{ref.namespace}/{ref.name}" not in kept_refs
-    ]
+    lost = [*shut.zombies, *back.zombies]
+    zombies = [ref for ref in lost if f"{ref.namespace}/{ref.name}" not in kept]
     summary.zombies = zombies
     zombie_uids = {ref.uid for ref in zombies}
-    kept_uids = {ref.uid for ref in (*shut.zombies, *back.zombies)} - zombie_uids
+    kept_uids = {ref.uid for ref in lost} - zombie_uids
 
     _section("zombied explain, while the zombies wait out their min age")
     first_of_each = [
@@ -274,12 +259,16 @@ async def _tour(
     ]
     await _explain_all(kubeconfig, first_of_each)
 
-    def reaped() -> list[str]:
-        return [r.obj["metadata"]["uid"] for r in sim.deleted if not r.dry_run]
+    def deleted() -> dict[str, DeletedRecord]:
+        return {r.obj["metadata"]["uid"]: r for r in sim.deleted if not r.dry_run}
 
-    await _wait_for(lambda: zombie_uids <= set(reaped()), "the reaps", within=REAP_TIMEOUT)
+    # Polls what the API server recorded, as an operator watching would.
+    try:
+        await eventually(lambda: zombie_uids <= deleted().keys(), REAP_TIMEOUT, POLL)
+    except AssertionError:
+        _say(f"   !! timed out after {REAP_TIMEOUT:.0f}s waiting for the reaps")
     # The StatefulSet controller reacts to the deletion synchronously in the store.
-    records = {r.obj["metadata"]["uid"]: r for r in sim.deleted if not r.dry_run}
+    records = deleted()
     summary.reaped = [ref for ref in zombies if ref.uid in records]
     summary.latencies = [records[ref.uid].time - preempted_at for ref in summary.reaped]
     missing = [f"{r.namespace}/{r.name}" for r in zombies if r.uid not in records]

@@ -33,17 +33,10 @@ from bench.stats import Zombie
 from kubesim.scenario import shutdown_pod
 
 REPO = Path(__file__).resolve().parent.parent
-VENV_BIN = REPO / ".venv" / "bin"
+#: The console script of the interpreter running the benchmark (the project's venv).
+ZOMBIED = str(Path(sys.executable).parent / "zombied")
 #: As the shipped Deployment runs it: with a Lease (outside a cluster, in `default`).
 AS_DEPLOYED = ("--leader-elect", "--lease-namespace", "default")
-
-
-def venv_tool(name: str) -> str:
-    """A console script of the project's venv, else the one next to this interpreter."""
-    candidate = VENV_BIN / name
-    if candidate.exists():
-        return str(candidate)
-    return str(Path(sys.executable).parent / name)
 
 
 def zombied_defaults(*options: str) -> dict[str, str]:
@@ -53,7 +46,7 @@ def zombied_defaults(*options: str) -> dict[str, str]:
     rather than guessing.
     """
     text = subprocess.run(
-        [venv_tool("zombied"), "run", "--help"],
+        [ZOMBIED, "run", "--help"],
         capture_output=True,
         text=True,
         check=False,
@@ -203,7 +196,7 @@ class ZombiedProcess:
     ) -> None:
         self.port = free_port()
         self.argv = [
-            venv_tool("zombied"),
+            ZOMBIED,
             "run",
             "--kubeconfig",
             str(kubeconfig),

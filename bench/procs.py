@@ -15,6 +15,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -180,6 +181,19 @@ class Http:
         if code >= 300:
             raise RuntimeError(f"{method} {path}: HTTP {code}: {payload[:300]!r}")
         return json.loads(payload) if payload else None
+
+    def items(self, path: str, *, limit: int = 5000) -> Iterator[dict[str, Any]]:
+        """Every item of a Kubernetes LIST at ``path``, fetched page by page."""
+        token = ""
+        while True:
+            query = urllib.parse.urlencode(
+                {"limit": limit, **({"continue": token} if token else {})}
+            )
+            page = self.json("GET", f"{path}?{query}")
+            yield from page["items"]
+            token = page["metadata"].get("continue") or ""
+            if not token:
+                return
 
     def ok(self, path: str) -> bool:
         try:

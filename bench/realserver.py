@@ -43,8 +43,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import urlencode
+from typing import Any
 
 from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import wait_for
@@ -72,8 +71,6 @@ KUBECTL_DEADLINE_S = 300.0
 #: The audit log's username of zombied; each schedule has its own (`cron_user`).
 ZOMBIED_USER = "zombied"
 
-T = TypeVar("T")
-
 
 def cron_user(period: float) -> str:
     """The user (and audit log username) of the schedule with this period."""
@@ -83,12 +80,6 @@ def cron_user(period: float) -> str:
 def schedule_label(period: float) -> str:
     """`every 9 min`, `every 1 min`."""
     return f"every {period / 60:g} min"
-
-
-def interleave(groups: Sequence[Sequence[T]]) -> list[T]:
-    """One item of each group in turn, so that every group's writes span the same time."""
-    longest = max((len(group) for group in groups), default=0)
-    return [group[index] for index in range(longest) for group in groups if index < len(group)]
 
 
 def harness_available() -> str | None:
@@ -173,16 +164,9 @@ class Kubelet:
             return dict(pool.map(one, pods))
 
     def pod_names(self, namespace: str) -> set[str]:
-        """The names of the pods left in ``namespace``, listed page by page."""
-        names: set[str] = set()
-        token = ""
-        while True:
-            query = urlencode({"limit": 500, **({"continue": token} if token else {})})
-            page = self.http.json("GET", f"/api/v1/namespaces/{namespace}/pods?{query}")
-            names.update(str(item["metadata"]["name"]) for item in page["items"])
-            token = str(page["metadata"].get("continue") or "")
-            if not token:
-                return names
+        """The names of the pods left in ``namespace``."""
+        pods = self.http.items(f"/api/v1/namespaces/{namespace}/pods", limit=500)
+        return {str(item["metadata"]["name"]) for item in pods}
 
 
 def read_audit(path: Path, since: float) -> Iterator[dict[str, Any]]:
@@ -306,9 +290,10 @@ def run_schedules(cluster: Any, kubelet: Kubelet, zombies: int) -> list[RealResu
         for period in CRON_PERIODS
     ]
     started = time.time()
-    written = kubelet.shut_down(
-        interleave([[(storm.namespace, name) for name in storm.names] for storm in storms])
-    )
+    # One pod of each storm in turn, so that every storm's writes span the same time.
+    refs = ([(storm.namespace, name) for name in storm.names] for storm in storms)
+    together = zip(*refs, strict=True)  # the storms are of one size
+    written = kubelet.shut_down([ref for refs in together for ref in refs])
     last_write = max(written.values())
     for storm in storms:
         storm.written = {name: at for (ns, name), at in written.items() if ns == storm.namespace}

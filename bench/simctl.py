@@ -17,7 +17,6 @@ import ssl
 import subprocess
 import sys
 import time
-import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -151,16 +150,8 @@ class SimProcess:
         One pass over the cluster instead of a field-selected LIST per node (each of
         which the simulator answers by scanning every pod).
         """
-        wanted, found, token = set(nodes), [], ""
-        while True:
-            query = urllib.parse.urlencode(
-                {"limit": "5000", **({"continue": token} if token else {})}
-            )
-            page = self.http.json("GET", f"/api/v1/pods?{query}")
-            found += [pod for pod in page["items"] if pod["spec"].get("nodeName") in wanted]
-            token = page["metadata"].get("continue") or ""
-            if not token:
-                return found
+        wanted = set(nodes)
+        return [pod for pod in self.http.items("/api/v1/pods") if pod["spec"]["nodeName"] in wanted]
 
     def shut_down(
         self, pods: Sequence[dict[str, Any]], *, now: datetime | None = None

@@ -4,7 +4,8 @@ What users run is the defaults, so these runs never pass `--qps` or `--burst`: a
 batch (200 zombies at once), a storm (1,000 at once), and the same storm while the API
 server answers a fifth of the DELETEs with 429 and ``Retry-After: 1`` (the simulator's
 fault injection). Each run gets a fresh zombied on a fresh simulator; zombied's
-``zombied_delete_rate`` gauge is scraped every 0.2 s for the rate curve (``pacing.png``).
+``zombied_delete_rate`` gauge is read every 0.2 s or so while the storm clears, for the
+rate curve (``pacing.png``).
 Figures come from the simulator's request and delete logs (its clock) and the kernel's
 accounting of the zombied process (CPU per reaped pod).
 """
@@ -12,7 +13,6 @@ accounting of the zombied process (CPU per reaped pod).
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -93,36 +93,6 @@ class PacingResult:
         return self.cpu_s * 1000 / self.reaped if self.reaped else math.nan
 
 
-class RateScraper:
-    """Reads zombied's ``zombied_delete_rate`` every ``interval`` seconds in a thread."""
-
-    def __init__(self, daemon: ZombiedProcess, interval: float = 0.2) -> None:
-        self.daemon = daemon
-        self.interval = interval
-        self.points: list[tuple[float, float]] = []
-        self.events_queued: float | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rate-scraper", daemon=True)
-
-    def __enter__(self) -> RateScraper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                metrics = self.daemon.metrics()
-            except OSError:
-                continue
-            if "zombied_delete_rate" in metrics:
-                self.points.append((time.time(), metrics["zombied_delete_rate"]))
-            self.events_queued = metrics.get("zombied_events_queued", self.events_queued)
-
-
 def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> PacingResult:
     """A fresh simulator and a zombied at its defaults; shut the nodes down at once."""
     nodes = math.ceil(scenario.zombies / PODS_PER_NODE) + 1
@@ -131,23 +101,30 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
     with SimProcess(workdir, name=f"sim-pacing-{slug}") as sim:
         sim.build(nodes=nodes, pods=nodes * PODS_PER_NODE, namespaces=["team-0", "team-1"])
         pods = sim.pods_on(sim.node_names()[: nodes - 1])[: scenario.zombies]
+        curve: list[tuple[float, float]] = []  # (time, zombied_delete_rate)
         with (
             ZombiedProcess(sim.kubeconfig, workdir, name=f"zombied-pacing-{slug}") as zd,
             Sampler(zd.pid, interval=0.25) as sampler,
-            RateScraper(zd) as scraper,
         ):
             if scenario.fault:
                 sim.http.json("POST", "/_sim/faults", {"spec": scenario.fault})
             sampler.sample()
             started = time.time()
             zombies = sim.shut_down(pods)
-            ok = wait_for(lambda: sim.reaped(zombies), timeout=clear_timeout, interval=0.25)
+
+            def cleared() -> bool:
+                rate = zd.metrics().get("zombied_delete_rate")
+                if rate is not None:
+                    curve.append((time.time(), rate))
+                return sim.reaped(zombies)
+
+            ok = wait_for(cleared, timeout=clear_timeout, interval=0.2)
             sampler.sample()  # the last CPU reading inside the window
             ended = time.time()
             result.cpu_s = sampler.cpu_at(ended) - sampler.cpu_at(started)
             # The requests of a storm include the Events written after its last delete.
             wait_for(
-                lambda: scraper.events_queued == 0,
+                lambda: zd.metrics().get("zombied_events_queued") == 0,
                 timeout=scenario.zombies * EVENTS_WAIT_PER_ZOMBIE_S + 30,
                 interval=0.5,
             )
@@ -171,7 +148,7 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
         result.deletes_per_s = [
             (float(s), per_second[s], throttled[s]) for s in range(max(per_second) + 1)
         ]
-    result.rate_curve = [(t - first_write, rate) for t, rate in scraper.points if t <= ended + 1]
+    result.rate_curve = [(t - first_write, rate) for t, rate in curve]
     log(
         f"  {scenario.name}: {result.reaped}/{len(zombies)} reaped, cleared "
         f"{result.clear_after_last_write_s:.1f} s after the last write, "
@@ -250,7 +227,7 @@ def draw(runs: Sequence[PacingResult], path: Path) -> Path:
                     linestyle=":",
                     label=f"{run.scenario}: answered 429",
                 )
-    limit.set_title("zombied_delete_rate (the adaptive limit), scraped every 0.2 s")
+    limit.set_title("zombied_delete_rate (the adaptive limit), scraped until cleared")
     limit.set_ylabel("DELETEs per second allowed")
     answered.set_title("DELETE requests per second, from the API server's request log")
     answered.set_ylabel("requests per second")

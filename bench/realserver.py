@@ -12,20 +12,10 @@ time is the answer to that write. A few terminal pods that are not node-shutdown
 zombies (a Job pod that failed on its own, an evicted pod, an opted-out zombie) sit
 beside them; no reaper should delete those.
 
-zombied runs as users run it: ``zombied run`` with its defaults (no ``--qps`` or
-``--burst``) and leader election, alone on its storm. The CronJob is the real kubectl
-doing what the usual script does (`bench.cronjob.run_once`, scoped to its namespace),
-on real schedules: every 9 minutes, as it is usually set up, and every minute. Both
-schedules run side by side on the same server, each with its own namespace, storm and
-user; the storm is written into both namespaces at the same moment, and each schedule's
-first slot is half its period after the kubelet's last write. A storm lands halfway
-through the period: that is the median wait of a storm arriving at a random moment, and
-the time to clear and the reap latencies, measured from the kubelet's writes, include
-it. A run that overruns its period skips the slots it missed (``concurrencyPolicy:
-Forbid``). A schedule stops once its zombies are gone or its first run was cut; a run
-longer than its deadline (``activeDeadlineSeconds``) is cut there, and what it did not
-reach counts as missed. CPU is each process's user and system time from the kernel's
-accounting.
+zombied runs as users run it, at its defaults with leader election, alone on its storm;
+the CronJob is the real kubectl doing what the usual script does (`bench.cronjob`) on
+its two usual schedules, side by side. How the schedules meet their storms, and what is
+counted, is said in the lead of the report's section (`render`).
 """
 
 from __future__ import annotations

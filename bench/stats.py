@@ -8,6 +8,7 @@ it sees comes from the servers' records or from the caller.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,22 +18,14 @@ from typing import Any, Final
 SHUTDOWN_REASONS: Final = frozenset({"Shutdown", "NodeShutdown", "Terminated"})
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100), interpolated linearly between closest ranks.
-
-    numpy's default definition, so figures can be checked by hand; NaN for no values
-    (an empty distribution has no percentile, and a 0 would look like a result).
-    """
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100.0
-    low, high = math.floor(rank), math.ceil(rank)
-    return float(ordered[low] + (ordered[high] - ordered[low]) * (rank - low))
-
-
 def p50_p99(values: Sequence[float]) -> tuple[float, float]:
-    return percentile(values, 50), percentile(values, 99)
+    """The median and the 99th percentile, interpolated between closest ranks (numpy's
+    default, so figures can be checked by hand); NaN for no values, as a 0 would look
+    like a result."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (math.nan, math.nan)
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return cuts[49], cuts[98]
 
 
 def seconds(value: float) -> str:

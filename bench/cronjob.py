@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Final
 
 from bench.procs import high_water_rss
@@ -139,78 +138,44 @@ def run_once(kubeconfig: Path, *, namespace: str, deadline_s: float) -> CronRun:
     return run
 
 
-class CronJob:
-    """Runs `run_once` at `first + k * period` in a thread, until the schedule is over.
+def next_slot(first: float, period: float, now: float) -> float:
+    """The first time of the schedule `first + k * period` at or after `now`."""
+    if now <= first:
+        return first
+    # The epsilon keeps float error from pushing an exact slot to the next one.
+    return first + math.ceil((now - first) / period - 1e-9) * period
+
+
+def run_schedule(
+    kubeconfig: Path,
+    *,
+    namespace: str,
+    period: float,
+    first: float,
+    deadline_s: float,
+    zombies_left: Callable[[], int],
+    stop: threading.Event,
+) -> list[CronRun]:
+    """`run_once` at `first + k * period` until the schedule is over (or `stop` is set).
 
     It is over once `zombies_left()` answers 0 after a run, or its first run was cut,
     or it would start a run more than a period after its first run ended: a storm gets
     the first run and the runs of one more period for what that run left behind.
     """
+    runs: list[CronRun] = []
+    slot = first
+    while not runs or slot <= runs[0].finished + period:
+        if stop.wait(max(0.0, slot - time.time())):
+            break
+        runs.append(run_once(kubeconfig, namespace=namespace, deadline_s=deadline_s))
+        if runs[0].cut_at is not None or _none_left(zombies_left):
+            break
+        slot = next_slot(first, period, max(time.time(), slot + period))
+    return runs
 
-    def __init__(
-        self,
-        kubeconfig: Path,
-        *,
-        namespace: str,
-        period: float,
-        first: float,
-        deadline_s: float,
-        zombies_left: Callable[[], int],
-    ) -> None:
-        self.kubeconfig = kubeconfig
-        self.namespace = namespace
-        self.period = period
-        self.first = first
-        self.deadline_s = deadline_s
-        self.zombies_left = zombies_left
-        self.runs: list[CronRun] = []
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="cronjob", daemon=True)
 
-    def __enter__(self) -> CronJob:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Wait for the schedule to end (it always does: each run has a deadline)."""
-        if exc is not None:
-            self._stop.set()
-        self._thread.join()
-
-    def next_slot(self, now: float) -> float:
-        """The first scheduled time at or after `now`."""
-        if now <= self.first:
-            return self.first
-        # The epsilon keeps float error from pushing an exact slot to the next one.
-        return self.first + math.ceil((now - self.first) / self.period - 1e-9) * self.period
-
-    def _over(self) -> bool:
-        if self.runs[0].cut_at is not None:
-            return True
-        try:
-            return self.zombies_left() == 0
-        except (OSError, RuntimeError, http.client.HTTPException):
-            return False  # not counted: the time bound ends the schedule
-
-    def _loop(self) -> None:
-        slot = self.first
-        while not self.runs or slot <= self.runs[0].finished + self.period:
-            if self._stop.wait(max(0.0, slot - time.time())):
-                return
-            try:
-                run = run_once(
-                    self.kubeconfig, namespace=self.namespace, deadline_s=self.deadline_s
-                )
-            except OSError as err:
-                self.errors.append(str(err))
-                return
-            self.runs.append(run)
-            if self._over():
-                return
-            slot = self.next_slot(max(time.time(), slot + self.period))
+def _none_left(zombies_left: Callable[[], int]) -> bool:
+    try:
+        return zombies_left() == 0
+    except (OSError, RuntimeError, http.client.HTTPException):
+        return False  # not counted: the schedule's time bound ends it

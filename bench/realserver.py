@@ -25,11 +25,11 @@ import json
 import math
 import ssl
 import textwrap
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -38,7 +38,7 @@ from typing import Any
 from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import wait_for
 
-from bench.cronjob import CronJob, CronRun
+from bench.cronjob import CronRun, run_schedule
 from bench.procs import Http, Sampler, log
 from bench.simctl import ZombiedProcess
 from bench.stats import p50_p99, seconds
@@ -281,9 +281,9 @@ def run_schedules(cluster: Any, kubelet: Kubelet, zombies: int) -> list[RealResu
     ]
     started = time.time()
     # One pod of each storm in turn, so that every storm's writes span the same time.
-    refs = ([(storm.namespace, name) for name in storm.names] for storm in storms)
-    together = zip(*refs, strict=True)  # the storms are of one size
-    written = kubelet.shut_down([ref for refs in together for ref in refs])
+    per_storm = ([(storm.namespace, name) for name in storm.names] for storm in storms)
+    in_turn = zip(*per_storm, strict=True)  # the storms are of one size
+    written = kubelet.shut_down([ref for refs in in_turn for ref in refs])
     last_write = max(written.values())
     for storm in storms:
         storm.written = {name: at for (ns, name), at in written.items() if ns == storm.namespace}
@@ -291,29 +291,32 @@ def run_schedules(cluster: Any, kubelet: Kubelet, zombies: int) -> list[RealResu
     def zombies_left(storm: Storm) -> int:
         return len(set(storm.written) & kubelet.pod_names(storm.namespace))
 
-    crons = [
-        CronJob(
-            cluster.kubeconfig(cron_user(period)),
-            namespace=storm.namespace,
-            period=period,
-            first=last_write + period / 2,
-            deadline_s=KUBECTL_DEADLINE_S,
-            zombies_left=functools.partial(zombies_left, storm),
-        )
-        for period, storm in zip(CRON_PERIODS, storms, strict=True)
-    ]
-    with ExitStack() as stack:  # each schedule ends by itself: wait for them all
-        for cron in crons:
-            stack.enter_context(cron)
+    stop = threading.Event()  # set: the schedules start no further run
+    with ThreadPoolExecutor(max_workers=len(storms)) as pool:
+        try:
+            schedules = [
+                pool.submit(
+                    run_schedule,
+                    cluster.kubeconfig(cron_user(period)),
+                    namespace=storm.namespace,
+                    period=period,
+                    first=last_write + period / 2,
+                    deadline_s=KUBECTL_DEADLINE_S,
+                    zombies_left=functools.partial(zombies_left, storm),
+                    stop=stop,
+                )
+                for period, storm in zip(CRON_PERIODS, storms, strict=True)
+            ]
+            runs = [schedule.result() for schedule in schedules]
+        finally:
+            stop.set()
     time.sleep(1.0)  # the audit log is written after the answer
     events = list(read_audit(cluster.workdir / "audit.log", started))
     results = []
-    for storm, cron in zip(storms, crons, strict=True):
-        if cron.errors:
-            raise RuntimeError(f"kubectl {schedule_label(cron.period)}: {cron.errors}")
-        result = RealResult(reaper="kubectl", zombies=zombies, schedule_s=cron.period)
-        storm.judge(result, events, cron_user(cron.period))
-        _add_runs(result, cron.runs)
+    for period, storm, schedule_runs in zip(CRON_PERIODS, storms, runs, strict=True):
+        result = RealResult(reaper="kubectl", zombies=zombies, schedule_s=period)
+        storm.judge(result, events, cron_user(period))
+        _add_runs(result, schedule_runs)
         results.append(result)
     return results
 

@@ -64,7 +64,6 @@ class SimProcess:
     """`python -m kubesim` in its own process, plus its control API."""
 
     def __init__(self, workdir: Path, *, name: str = "sim") -> None:
-        self.workdir = workdir
         self.port = free_port()
         self.kubeconfig = workdir / f"{name}.kubeconfig"
         self.child = Child(
@@ -86,7 +85,6 @@ class SimProcess:
         )
         self.url = f"https://{LOOPBACK}:{self.port}"
         self.http = Http(self.url, timeout=300.0)
-        self.token = ""
 
     def __enter__(self) -> SimProcess:
         self.child.start(
@@ -99,8 +97,7 @@ class SimProcess:
             config = yaml.safe_load(self.kubeconfig.read_text())
             ca = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
             self.http.context = ssl.create_default_context(cadata=ca.decode())
-            self.token = str(config["users"][0]["user"]["token"])
-            self.http.token = self.token
+            self.http.token = str(config["users"][0]["user"]["token"])
         return self
 
     def __exit__(
@@ -114,12 +111,9 @@ class SimProcess:
 
     # Control API -------------------------------------------------------------------------
 
-    def build(self, *, nodes: int, pods: int, namespaces: Sequence[str]) -> Any:
-        return self.http.json(
-            "POST",
-            "/_sim/scenario",
-            {"nodes": nodes, "pods": pods, "namespaces": list(namespaces)},
-        )
+    def build(self, *, nodes: int, pods: int, namespaces: Sequence[str]) -> None:
+        body = {"nodes": nodes, "pods": pods, "namespaces": list(namespaces)}
+        self.http.json("POST", "/_sim/scenario", body)
 
     def stats(self) -> Any:
         return self.http.json("GET", "/_sim/stats")
@@ -186,7 +180,7 @@ class ZombiedProcess:
         self, kubeconfig: Path, workdir: Path, *, name: str, extra: Sequence[str] = ()
     ) -> None:
         self.port = free_port()
-        self.argv = [
+        argv = [
             ZOMBIED,
             "run",
             "--kubeconfig",
@@ -200,7 +194,7 @@ class ZombiedProcess:
             *AS_DEPLOYED,
             *extra,
         ]
-        self.child = Child(name, self.argv, log_path=workdir / f"{name}.log")
+        self.child = Child(name, argv, log_path=workdir / f"{name}.log")
         self.http = Http(f"http://{LOOPBACK}:{self.port}", timeout=5.0)
 
     @property

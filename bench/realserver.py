@@ -37,6 +37,7 @@ from typing import Any
 
 from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import wait_for
+from tests.realserver.cluster import RealCluster
 
 from bench.cronjob import CronRun, run_schedule
 from bench.procs import Http, Sampler, log
@@ -70,16 +71,6 @@ def cron_user(period: float) -> str:
 def schedule_label(period: float) -> str:
     """`every 9 min`, `every 1 min`."""
     return f"every {period / 60:g} min"
-
-
-def harness_available() -> str | None:
-    """Why the real-server runs cannot happen here (None: they can)."""
-    try:
-        from tests.realserver import cluster  # noqa: PLC0415 - optional harness
-    except ImportError:
-        return "the real-server harness (tests/realserver) is not in this tree"
-    reason: str | None = cluster.missing_binaries()
-    return reason
 
 
 @dataclass(slots=True)
@@ -119,7 +110,7 @@ class RealResult:
 class Kubelet:
     """Writes pods and their node-shutdown status as the admin, 8 requests at a time."""
 
-    def __init__(self, cluster: Any) -> None:
+    def __init__(self, cluster: RealCluster) -> None:
         context = ssl.create_default_context(cadata=cluster.ca_pem.decode())
         self.http = Http(cluster.url, cluster.tokens["admin"], context=context)
 
@@ -187,7 +178,7 @@ class Storm:
     written: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, cluster: Any, kubelet: Kubelet, zombies: int, prefix: str) -> Storm:
+    def create(cls, cluster: RealCluster, kubelet: Kubelet, zombies: int, prefix: str) -> Storm:
         """Running pods, and beside them terminal pods no reaper should delete (the
         CronJob's phase filter takes them all): failed Job pods, evicted pods and
         zombies an operator opted out."""
@@ -239,7 +230,7 @@ class Storm:
             result.clear_after_last_write_s = max(reaped.values()) - max(self.written.values())
 
 
-def run_zombied(cluster: Any, kubelet: Kubelet, zombies: int, workdir: Path) -> RealResult:
+def run_zombied(cluster: RealCluster, kubelet: Kubelet, zombies: int, workdir: Path) -> RealResult:
     """One storm of ``zombies`` pods in a fresh namespace, reaped by zombied at its defaults."""
     storm = Storm.create(cluster, kubelet, zombies, f"storm-{zombies}")
     result = RealResult(reaper="zombied", zombies=zombies)
@@ -268,7 +259,7 @@ def run_zombied(cluster: Any, kubelet: Kubelet, zombies: int, workdir: Path) -> 
     return result
 
 
-def run_schedules(cluster: Any, kubelet: Kubelet, zombies: int) -> list[RealResult]:
+def run_schedules(cluster: RealCluster, kubelet: Kubelet, zombies: int) -> list[RealResult]:
     """The CronJob on each schedule of `CRON_PERIODS`, all at once, each on its own storm.
 
     The kubelet writes every storm at the same moment (one namespace's pod after the
@@ -337,8 +328,6 @@ def _add_runs(result: RealResult, runs: Sequence[CronRun]) -> None:
 def run_all(workdir: Path, *, quick: bool = False) -> list[RealResult]:
     """zombied on storms of every size, and the CronJob's schedules on those of
     `KUBECTL_SIZES` (none when quick), on one real API server with an audit log."""
-    from tests.realserver.cluster import RealCluster  # noqa: PLC0415 - optional harness
-
     users = (ZOMBIED_USER, *(cron_user(period) for period in CRON_PERIODS))
     cluster = RealCluster(workdir / "apiserver", admins=users)
     results: list[RealResult] = []

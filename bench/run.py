@@ -21,6 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.realserver.cluster import missing_binaries
+
 from bench import machine, memory, pacing, realserver
 from bench.procs import log
 from bench.simctl import REPO, zombied_defaults
@@ -117,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     facts = machine.describe(REPO)
     facts["load average at start (1/5/15 min)"] = machine.load_average()
-    skipped = realserver.harness_available()
+    skipped = missing_binaries()
     real: list[realserver.RealResult] = []
     if skipped is None:
         real = realserver.run_all(workdir, quick=args.quick)

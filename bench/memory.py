@@ -5,8 +5,9 @@ memory should be the same whether the cluster runs 1,000 or 100,000 pods. For ea
 size a fresh simulator holds that many running pods (30 per node, 10 namespaces) and a
 fresh zombied runs at its defaults, as deployed: first idle (its steady-state cost:
 one open watch, Lease renewals, no LIST after the first), then the pods of a few nodes
-shut down at once, the same number of zombies at every size, which it reaps. RSS is
-sampled from the kernel every 0.25 s; requests come from the simulator's request log.
+shut down at once, the same number of zombies at every size, which it reaps. Peak RSS
+is the kernel's high-water mark at the end of each phase; requests come from the
+simulator's request log.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from tests.helpers import wait_for
 
-from bench.procs import Sampler, log
+from bench.procs import high_water_rss, log
 from bench.simctl import SimProcess, ZombiedProcess
 from bench.stats import audit_deletes, count_requests
 
@@ -53,10 +54,6 @@ class MemoryResult:
         return sum(n for key, n in self.idle_requests.items() if key.startswith("list "))
 
 
-def _peak(samples: Sequence[tuple[float, float]], since: float, until: float) -> float:
-    return max((value for when, value in samples if since <= when <= until), default=math.nan)
-
-
 def run_size(pods: int, workdir: Path, *, idle_s: float) -> MemoryResult:
     result = MemoryResult(pods=pods, idle_s=idle_s)
     nodes = math.ceil(pods / PODS_PER_NODE)
@@ -65,23 +62,17 @@ def run_size(pods: int, workdir: Path, *, idle_s: float) -> MemoryResult:
         sim.build(nodes=nodes, pods=pods, namespaces=NAMESPACES)
         log(f"  {pods:,} running pods on {nodes:,} nodes in {time.monotonic() - built:.1f} s")
         batch = sim.pods_on(sim.node_names()[: math.ceil(BATCH / PODS_PER_NODE) + 1])[:BATCH]
-        with (
-            ZombiedProcess(sim.kubeconfig, workdir, name=f"zombied-memory-{pods}") as daemon,
-            Sampler(daemon.pid, interval=0.25) as sampler,
-        ):
+        with ZombiedProcess(sim.kubeconfig, workdir, name=f"zombied-memory-{pods}") as daemon:
             idle_from = time.time()
             time.sleep(idle_s)
             idle_until = time.time()
+            result.idle_rss_bytes = high_water_rss(daemon.pid)
             result.open_watches = int(sim.stats()["watches"])
-            started = time.time()
             zombies = sim.shut_down(batch)
             wait_for(lambda: sim.reaped(zombies), timeout=60, interval=0.1)
-            sampler.sample()  # the last reading inside the window
-            ended = time.time()
+            result.batch_rss_bytes = high_water_rss(daemon.pid)
             deleted, requests = sim.deleted(), sim.requests()
-    result.idle_rss_bytes = _peak(sampler.rss, idle_from, idle_until)
     result.idle_requests = count_requests(requests, idle_from, idle_until)
-    result.batch_rss_bytes = _peak(sampler.rss, started, ended)
     audit = audit_deletes(zombies, deleted)
     result.zombies, result.missed, result.wrong = len(zombies), audit.missed, audit.wrong
     log(
@@ -122,7 +113,8 @@ def render(results: Sequence[MemoryResult]) -> list[str]:
         f"zombied at its defaults, as deployed, on clusters of {PODS_PER_NODE} running pods "
         f"per node in {len(NAMESPACES)} namespaces: idle for {smallest.idle_s:.0f} s, then "
         f"the pods of a few nodes shut down at once ({BATCH} zombies at every size). Peak RSS "
-        "is sampled from the kernel every 0.25 s; requests per minute while idle come from "
+        "is the kernel's high-water mark (since zombied started) at the end of each phase; "
+        "requests per minute while idle come from "
         "the simulator's request log (LIST counts the lists after zombied's first one). "
         f"From {smallest.pods:,} to {largest.pods:,} running pods the idle RSS "
         f"changes by {growth * 100:+.1f} % (design target: flat)."

@@ -27,7 +27,7 @@ mpl.use("Agg")
 import matplotlib.pyplot as plt
 from tests.helpers import wait_for
 
-from bench.procs import Sampler, log
+from bench.procs import cpu_seconds, log
 from bench.simctl import SimProcess, ZombiedProcess
 from bench.stats import audit_deletes, count_requests, p50_p99, seconds
 
@@ -102,13 +102,10 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
         sim.build(nodes=nodes, pods=nodes * PODS_PER_NODE, namespaces=["team-0", "team-1"])
         pods = sim.pods_on(sim.node_names()[: nodes - 1])[: scenario.zombies]
         curve: list[tuple[float, float]] = []  # (time, zombied_delete_rate)
-        with (
-            ZombiedProcess(sim.kubeconfig, workdir, name=f"zombied-pacing-{slug}") as zd,
-            Sampler(zd.pid, interval=0.25) as sampler,
-        ):
+        with ZombiedProcess(sim.kubeconfig, workdir, name=f"zombied-pacing-{slug}") as zd:
             if scenario.fault:
                 sim.http.json("POST", "/_sim/faults", {"spec": scenario.fault})
-            sampler.sample()
+            cpu_before = cpu_seconds(zd.pid)
             started = time.time()
             zombies = sim.shut_down(pods)
 
@@ -119,9 +116,7 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
                 return sim.reaped(zombies)
 
             ok = wait_for(cleared, timeout=clear_timeout, interval=0.2)
-            sampler.sample()  # the last CPU reading inside the window
-            ended = time.time()
-            result.cpu_s = sampler.cpu_at(ended) - sampler.cpu_at(started)
+            result.cpu_s = cpu_seconds(zd.pid) - cpu_before
             # The requests of a storm include the Events written after its last delete.
             wait_for(
                 lambda: zd.metrics().get("zombied_events_queued") == 0,

@@ -1,7 +1,7 @@
 """Watching the processes the benchmark measures, and talking to them over HTTP.
 
-`Sampler` reads one process's RSS and CPU time from the kernel (psutil) in a thread, so
-every figure is that process's own, never the harness's; `Http` is a tiny JSON client
+`cpu_seconds` and `high_water_rss` read one process's CPU time and peak memory from the
+kernel, so every figure is that process's own, never the harness's; `Http` is a tiny JSON client
 with one keep-alive connection per thread; `log` prints the harness's progress lines.
 Starting and stopping processes is `tests.helpers.Child`'s job. Traffic only ever goes
 to 127.0.0.1; this module must never talk to any other address.
@@ -17,7 +17,6 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import psutil
@@ -30,7 +29,10 @@ def log(message: str) -> None:
 
 
 def high_water_rss(pid: int) -> int:
-    """A process's peak resident set since its exec (`VmHWM`), in bytes; 0 if gone."""
+    """A process's peak resident set since its exec (`VmHWM`), in bytes; 0 if gone.
+
+    The kernel's own high-water mark: no sampling interval can miss a peak.
+    """
     try:
         text = Path(f"/proc/{pid}/status").read_text(errors="replace")
     except OSError:
@@ -41,66 +43,10 @@ def high_water_rss(pid: int) -> int:
     return 0
 
 
-class Sampler:
-    """Samples one process's RSS and CPU time in a thread, at a fixed interval.
-
-    Samples carry `time.time()`, the same wall clock the simulator stamps its records
-    with on this machine, so memory can be lined up with scenario phases.
-    """
-
-    def __init__(self, pid: int, *, interval: float = 0.1) -> None:
-        self.process = psutil.Process(pid)
-        self.interval = interval
-        self.rss: list[tuple[float, float]] = []
-        self.cpu: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"sampler-{pid}", daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def sample(self) -> tuple[float, float] | None:
-        """Take one sample now: (rss bytes, cpu seconds), or None once the process is gone."""
-        try:
-            with self.process.oneshot():
-                rss = float(self.process.memory_info().rss)
-                times = self.process.cpu_times()
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            return None
-        now = time.time()
-        cpu = float(times.user + times.system)
-        self.rss.append((now, rss))
-        self.cpu.append((now, cpu))
-        return rss, cpu
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            if self.sample() is None:
-                return
-            self._stop.wait(self.interval)
-
-    def cpu_at(self, when: float) -> float:
-        """CPU seconds at the last sample taken at or before `when`."""
-        value = 0.0
-        for stamp, cpu in self.cpu:
-            if stamp > when:
-                break
-            value = cpu
-        return value
+def cpu_seconds(pid: int) -> float:
+    """A process's user and system CPU time so far, from the kernel's accounting."""
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 class Http:

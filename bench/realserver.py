@@ -40,7 +40,7 @@ from tests.helpers import wait_for
 from tests.realserver.cluster import RealCluster
 
 from bench.cronjob import CronRun, run_schedule
-from bench.procs import Http, Sampler, log
+from bench.procs import Http, cpu_seconds, high_water_rss, log
 from bench.simctl import ZombiedProcess
 from bench.stats import p50_p99, seconds
 
@@ -240,8 +240,8 @@ def run_zombied(cluster: RealCluster, kubelet: Kubelet, zombies: int, workdir: P
         name=f"zombied-real-{zombies}",
         extra=("--namespaces", storm.namespace),
     )
-    with daemon, Sampler(daemon.pid, interval=0.25) as sampler:
-        sampler.sample()
+    with daemon:
+        cpu_before = cpu_seconds(daemon.pid)
         started = time.time()
         written = kubelet.shut_down([(storm.namespace, name) for name in storm.names])
         storm.written = {name: at for (_, name), at in written.items()}
@@ -250,10 +250,8 @@ def run_zombied(cluster: RealCluster, kubelet: Kubelet, zombies: int, workdir: P
             timeout=max(120.0, zombies / 5),
             interval=0.5,
         )
-        sampler.sample()  # the last CPU reading inside the window
-        ended = time.time()
-        result.cpu_s = sampler.cpu_at(ended) - sampler.cpu_at(started)
-        result.peak_rss_bytes = max((rss for _, rss in sampler.rss), default=math.nan)
+        result.cpu_s = cpu_seconds(daemon.pid) - cpu_before
+        result.peak_rss_bytes = high_water_rss(daemon.pid)
     time.sleep(1.0)  # the audit log is written after the answer
     storm.judge(result, list(read_audit(cluster.workdir / "audit.log", started)), ZOMBIED_USER)
     return result

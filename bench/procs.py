@@ -3,7 +3,8 @@
 `cpu_seconds` and `high_water_rss` read one process's CPU time and peak memory from the
 kernel, so every figure is that process's own, never the harness's; `Http` is a tiny JSON client
 with one keep-alive connection per thread; `log` prints the harness's progress lines.
-Starting and stopping processes is `tests.helpers.Child`'s job. Traffic only ever goes
+Starting and stopping processes is `tests.helpers.Child`'s job; `Served` stops one with
+its client. Traffic only ever goes
 to 127.0.0.1; this module must never talk to any other address.
 """
 
@@ -17,10 +18,11 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import psutil
-from tests.helpers import LOOPBACK
+from tests.helpers import LOOPBACK, Child
 
 
 def log(message: str) -> None:
@@ -147,3 +149,20 @@ class Http:
         except OSError:
             return False
         return code == 200
+
+
+class Served:
+    """A server process (`tests.helpers.Child`) and the client talking to it: leaving
+    the `with` block stops the one and closes the other."""
+
+    child: Child
+    http: Http
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.child.stop()
+        self.http.close()

@@ -14,13 +14,12 @@ import os
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 from tests.helpers import LOOPBACK, Child, free_port, wait_for
 
-from bench.procs import Http
+from bench.procs import Http, Served
 
 
 def prometheus_dir() -> Path:
@@ -38,7 +37,7 @@ def binary(name: str) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-class Prometheus:
+class Prometheus(Served):
     """``prometheus`` scraping ``targets`` (job ``zombied``) every second, with
     ``rule_files``; started on entering, stopped on leaving."""
 
@@ -78,15 +77,6 @@ class Prometheus:
         """Start the server without waiting: it takes seconds to scrape, use them."""
         self.child.__enter__()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.child.stop()
-        self.http.close()
 
     def wait_scraping(self, timeout: float = 60.0) -> None:
         """Wait until the server is ready and its scrape targets are active.

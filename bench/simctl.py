@@ -21,13 +21,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 from tests.helpers import LOOPBACK, Child, free_port
 
-from bench.procs import Http
+from bench.procs import Http, Served
 from bench.stats import Zombie
 from kubesim.scenario import shutdown_pod
 
@@ -60,7 +59,7 @@ def zombied_defaults(*options: str) -> dict[str, str]:
     return found
 
 
-class SimProcess:
+class SimProcess(Served):
     """`python -m kubesim` in its own process, plus its control API."""
 
     def __init__(self, workdir: Path, *, name: str = "sim") -> None:
@@ -99,15 +98,6 @@ class SimProcess:
             self.http.context = ssl.create_default_context(cadata=ca.decode())
             self.http.token = str(config["users"][0]["user"]["token"])
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.child.stop()
-        self.http.close()
 
     # Control API -------------------------------------------------------------------------
 
@@ -172,7 +162,7 @@ class SimProcess:
             return [zombie for zombie in pool.map(one, pods) if zombie is not None]
 
 
-class ZombiedProcess:
+class ZombiedProcess(Served):
     """`zombied run` in its own process as the shipped Deployment runs it: with leader
     election (`AS_DEPLOYED`), JSON logs, min age 0 and `extra` flags."""
 
@@ -204,15 +194,6 @@ class ZombiedProcess:
     def __enter__(self) -> ZombiedProcess:
         self.child.start(self._ready, timeout=120, what="zombied")
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.child.stop()
-        self.http.close()
 
     def _ready(self) -> bool:
         # Readiness does not wait for the Lease; deletes do.

@@ -61,6 +61,8 @@ KUBECTL_SIZES = (1_000,)
 KUBECTL_DEADLINE_S = 300.0
 #: The audit log's username of zombied; each schedule has its own (`cron_user`).
 ZOMBIED_USER = "zombied"
+KEEP = "zombied.io/keep"
+JOB = ("Job", "nightly")
 
 
 def cron_user(period: float) -> str:
@@ -185,17 +187,10 @@ class Storm:
         ns = cluster.create_namespace(prefix)
         names = [f"web-{index:05d}" for index in range(zombies)]
         node = f"spot-{zombies // PODS_PER_NODE:03d}"
-        decoys = [
-            *(
-                pod(f"job-failed-{i}", ns, node=node, phase="Failed", owner=("Job", "nightly"))
-                for i in range(4)
-            ),
-            *(evicted(f"evicted-{i}", ns, node=node) for i in range(4)),
-            *(
-                zombie(f"kept-{i}", ns, node=node, annotations={"zombied.io/keep": "true"})
-                for i in range(2)
-            ),
-        ]
+        decoys = [zombie(f"kept-{i}", ns, node=node, annotations={KEEP: "true"}) for i in (0, 1)]
+        for i in range(4):
+            decoys.append(pod(f"job-failed-{i}", ns, node=node, phase="Failed", owner=JOB))
+            decoys.append(evicted(f"evicted-{i}", ns, node=node))
         running = [
             pod(name, ns, node=f"spot-{index // PODS_PER_NODE:03d}")
             for index, name in enumerate(names)
@@ -376,32 +371,22 @@ def render(results: Sequence[RealResult]) -> list[str]:
             f"| {by_code} | {r.wrong} | {r.missed} | {r.cpu_s:.2f} s "
             f"| {r.cpu_per_reaped_ms:.2f} ms | {r.peak_rss_bytes / (1 << 20):.0f} MiB |"
         )
-    periods = sorted({r.schedule_s for r in results if r.schedule_s}, reverse=True)
-    with_kubectl = sorted({r.zombies for r in results if r.reaper == "kubectl"})
-    alone = sorted({r.zombies for r in results} - set(with_kubectl))
+    schedules = " and ".join(schedule_label(period) for period in CRON_PERIODS)
+    sizes = " and ".join(f"{size:,}" for size in KUBECTL_SIZES)
     lead = (
         "zombied at its defaults, alone on its storm, against the usual CronJob: the real "
-        "kubectl listing the Failed pods of its namespace and deleting them by name."
-    )
-    if periods:
-        schedules = " and ".join(schedule_label(period) for period in periods)
-        lead += (
-            f" The CronJob runs for real, {schedules}: the schedules side by side on the same "
-            "server, each with its own namespace, storm and user; the kubelet writes the "
-            "storms into every namespace at the same moment. Each schedule's first slot "
-            "is half its period after the kubelet's last write: the storm lands mid-period, "
-            "the median wait of a storm arriving at a random moment. Time to clear and reap "
-            "latency are measured from the kubelet's writes, so they include that real wait. "
-            "A run overrunning its period skips the slots it missed (`concurrencyPolicy: "
-            "Forbid`); a schedule stops once its zombies are gone or its first run was cut. "
-            f"A run longer than {KUBECTL_DEADLINE_S:.0f} s is cut (`activeDeadlineSeconds`): "
-            "the zombies it did not reach count as missed."
-        )
-    if alone and with_kubectl:
-        sizes = " and ".join(f"{size:,}" for size in with_kubectl)
-        lead += f" The CronJob runs on the storms of {sizes} zombies only."
-    lead += (
-        " Requests are counted by the API server's audit log, by user (every reaper has its "
+        "kubectl listing the Failed pods of its namespace and deleting them by name, "
+        f"{schedules}, on the storms of {sizes} zombies (`make bench QUICK=1` runs zombied "
+        "alone). The schedules run side by side on the same server, each with its own "
+        "namespace, storm and user; the kubelet writes the storms into every namespace at "
+        "the same moment. Each schedule's first slot is half its period after the kubelet's "
+        "last write: the storm lands mid-period, the median wait of a storm arriving at a "
+        "random moment. Time to clear and reap latency are measured from the kubelet's "
+        "writes, so they include that real wait. A run overrunning its period skips the "
+        "slots it missed (`concurrencyPolicy: Forbid`); a schedule stops once its zombies "
+        f"are gone or its first run was cut. A run longer than {KUBECTL_DEADLINE_S:.0f} s is "
+        "cut (`activeDeadlineSeconds`): the zombies it did not reach count as missed. "
+        "Requests are counted by the API server's audit log, by user (every reaper has its "
         "own), from the first kubelet write to the last delete (zombied's Reaped Events still "
         "queued then are written later, at their own rate, and not counted). CPU is the "
         "kernel's count of user and system time over the same span, per reaped pod in the "

@@ -52,14 +52,6 @@ class CronRun:
     invocations: list[Invocation] = field(default_factory=list)
     cut_at: float | None = None  # when the deadline stopped the run, if it did
 
-    @property
-    def cpu_seconds(self) -> float:
-        return sum(inv.cpu_seconds for inv in self.invocations)
-
-    @property
-    def max_rss_bytes(self) -> int:
-        return max((inv.max_rss_bytes for inv in self.invocations), default=0)
-
 
 def batch_names(names: Iterable[str], *, prefix_chars: int, max_chars: int) -> list[list[str]]:
     """Split arguments into command lines no longer than `max_chars`, as xargs does.

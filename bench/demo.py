@@ -144,7 +144,8 @@ async def _ready(url: str, process: anyio.abc.Process) -> bool:
     return False  # timed out, or the daemon exited
 
 
-async def _stop(process: anyio.abc.Process) -> int:
+async def _stop(process: anyio.abc.Process) -> None:
+    """SIGTERM, and a kill if zombied does not exit within STOP_TIMEOUT; idempotent."""
     with anyio.CancelScope(shield=True):
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -154,7 +155,6 @@ async def _stop(process: anyio.abc.Process) -> int:
                 _say("   !! zombied ignored SIGTERM; killing it")
                 process.kill()
         await process.wait()
-    return -1 if process.returncode is None else process.returncode
 
 
 async def run_demo() -> Summary:
@@ -198,11 +198,11 @@ async def run_demo() -> Summary:
                     tg.start_soon(_stream, process)
                     await _tour(sim, process, port, summary, kubeconfig)
                     died = process.returncode is not None
-                    summary.exit_code = await _stop(process)
+                    await _stop(process)  # ends the stream of its logs
             finally:
-                if process.returncode is None:
-                    summary.exit_code = await _stop(process)
+                await _stop(process)
                 await process.aclose()
+            summary.exit_code = process.returncode
             if summary.exit_code != 0:
                 how = "by itself" if died else "on SIGTERM"
                 summary.problems.append(f"zombied run exited {summary.exit_code} {how}")

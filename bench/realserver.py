@@ -307,12 +307,13 @@ def run_schedules(cluster: RealCluster, kubelet: Kubelet, zombies: int) -> list[
 
 def _add_runs(result: RealResult, runs: Sequence[CronRun]) -> None:
     """A schedule's cost: all its kubectl processes (CPU summed, the highest RSS)."""
+    invocations = [invocation for run in runs for invocation in run.invocations]
     result.runs = len(runs)
-    result.cpu_s = sum(run.cpu_seconds for run in runs)
-    result.peak_rss_bytes = float(max((run.max_rss_bytes for run in runs), default=0))
-    for invocation in (inv for run in runs for inv in run.invocations):
+    result.cpu_s = sum(invocation.cpu_seconds for invocation in invocations)
+    result.peak_rss_bytes = max((inv.max_rss_bytes for inv in invocations), default=0)
+    for invocation in invocations:
         if invocation.returncode not in (0, -9):
-            print(f"  kubectl {invocation.argv_head}: {invocation.stderr_tail[:300]}", flush=True)
+            log(f"  kubectl {invocation.argv_head}: {invocation.stderr_tail[:300]}")
     cut = next((run for run in runs if run.cut_at is not None), None)
     if cut is not None and cut.cut_at is not None:
         result.note = f"cut by its deadline after {cut.cut_at - cut.started:.0f} s"
@@ -335,12 +336,9 @@ def run_all(workdir: Path, *, quick: bool = False) -> list[RealResult]:
             for result in batch:
                 result.server = server
                 log(
-                    f"real {result.label} {zombies}: "
-                    f"cleared {result.clear_after_last_write_s:.1f} s after the last write, "
-                    f"CPU {result.cpu_per_reaped_ms:.2f} ms per reaped pod, "
-                    f"{result.total_requests} requests, wrong {result.wrong}, "
-                    f"missed {result.missed}"
-                    + (f", runs: {result.runs}" if result.runs else "")
+                    f"real {result.label} {zombies}: cleared "
+                    f"{seconds(result.clear_after_last_write_s)} after the last write, "
+                    f"{result.missed} missed, {result.wrong} wrong"
                     + (f", {result.note}" if result.note else "")
                 )
             results += batch

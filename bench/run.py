@@ -14,16 +14,23 @@ process started here is stopped before this program exits, and all traffic stays
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.metadata
+import os
+import platform
 import signal
+import subprocess
 import tempfile
 import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import psutil
 from tests.realserver.cluster import missing_binaries
 
-from bench import machine, memory, pacing, realserver
+from bench import memory, pacing, realserver
+from bench.cronjob import KUBECTL
 from bench.procs import log
 from bench.simctl import REPO, zombied_defaults
 
@@ -41,6 +48,52 @@ CAVEATS = (
     "zombied runs with `--min-age 0s` everywhere: the min age only adds a fixed wait.",
     "Other work on the machine skews every figure: the load averages are in the machine table.",
 )
+
+
+def _command(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unavailable"
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else "unavailable"
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def describe_machine() -> dict[str, str]:
+    """The machine and the software measured, for the report's machine table (read from
+    /proc, psutil, package metadata, `kubectl version` and `git`; never the network)."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    commit = _command(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+    return {
+        "CPU": cpu,
+        "cores (logical)": str(os.cpu_count()),
+        "RAM": f"{psutil.virtual_memory().total / (1 << 30):.1f} GiB",
+        "OS": platform.platform(),
+        "Python": f"{platform.python_implementation()} {platform.python_version()}",
+        "zombied": f"{_version('zombied')} (git {commit})",
+        "kubernetes_asyncio": _version("kubernetes_asyncio"),
+        "aiohttp": _version("aiohttp"),
+        "anyio": _version("anyio"),
+        "kubectl": _command([KUBECTL, "version", "--client"]),
+        "psutil / matplotlib": f"{_version('psutil')} / {_version('matplotlib')}",
+    }
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages: other work on the machine skews every figure."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
 
 
 def render(
@@ -117,8 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = workdir if args.quick else BENCH_DIR
     log(f"logs in {workdir}")
     started = time.monotonic()
-    facts = machine.describe(REPO)
-    facts["load average at start (1/5/15 min)"] = machine.load_average()
+    facts = describe_machine()
+    facts["load average at start (1/5/15 min)"] = load_average()
     skipped = missing_binaries()
     real: list[realserver.RealResult] = []
     if skipped is None:
@@ -127,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"real-server runs skipped: {skipped}")
     storms = pacing.run_all(workdir, quick=args.quick)
     sizes = memory.run_all(workdir, quick=args.quick)
-    facts["load average at end (1/5/15 min)"] = machine.load_average()
+    facts["load average at end (1/5/15 min)"] = load_average()
     elapsed_s = time.monotonic() - started
     path = render(
         out,

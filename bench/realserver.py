@@ -21,14 +21,13 @@ counted, is said in the lead of the report's section (`render`).
 from __future__ import annotations
 
 import functools
-import json
 import math
 import ssl
 import textwrap
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -152,20 +151,6 @@ class Kubelet:
         return {str(item["metadata"]["name"]) for item in pods}
 
 
-def read_audit(path: Path, since: float) -> Iterator[dict[str, Any]]:
-    """Completed requests from the audit log, from ``since`` (epoch seconds) on."""
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("stage") != "ResponseComplete":
-                continue
-            if _epoch(event["requestReceivedTimestamp"]) >= since:
-                yield event
-
-
 def _epoch(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -198,13 +183,15 @@ class Storm:
         kubelet.create_pods([*running, *decoys])
         return cls(ns, names, {body["metadata"]["name"] for body in decoys})
 
-    def judge(self, result: RealResult, events: Sequence[dict[str, Any]], user: str) -> None:
-        """Fill ``result`` from the audit events of ``user``: its requests, the decoys it
-        deleted, the zombies it missed, reap latencies and time to clear."""
+    def judge(self, result: RealResult, cluster: RealCluster, user: str, since: float) -> None:
+        """Fill ``result`` from the audit log's requests of ``user`` from ``since`` on: its
+        requests, the decoys it deleted, the zombies it missed, reap latencies and time to
+        clear."""
+        time.sleep(1.0)  # the audit log is written after the answer
         counts: Counter[str] = Counter()
         deleted: dict[str, float] = {}
-        for event in events:
-            if (event.get("user") or {}).get("username") != user:
+        for event in cluster.audit(user=user):
+            if _epoch(event["requestReceivedTimestamp"]) < since:
                 continue
             ref = event.get("objectRef") or {}
             code = int((event.get("responseStatus") or {}).get("code") or 0)
@@ -247,8 +234,7 @@ def run_zombied(cluster: RealCluster, kubelet: Kubelet, zombies: int, workdir: P
         )
         result.cpu_s = cpu_seconds(daemon.pid) - cpu_before
         result.peak_rss_bytes = high_water_rss(daemon.pid)
-    time.sleep(1.0)  # the audit log is written after the answer
-    storm.judge(result, list(read_audit(cluster.workdir / "audit.log", started)), ZOMBIED_USER)
+    storm.judge(result, cluster, ZOMBIED_USER, since=started)
     return result
 
 
@@ -294,12 +280,10 @@ def run_schedules(cluster: RealCluster, kubelet: Kubelet, zombies: int) -> list[
             runs = [schedule.result() for schedule in schedules]
         finally:
             stop.set()
-    time.sleep(1.0)  # the audit log is written after the answer
-    events = list(read_audit(cluster.workdir / "audit.log", started))
     results = []
     for period, storm, schedule_runs in zip(CRON_PERIODS, storms, runs, strict=True):
         result = RealResult(reaper="kubectl", zombies=zombies, schedule_s=period)
-        storm.judge(result, events, cron_user(period))
+        storm.judge(result, cluster, cron_user(period), since=started)
         _add_runs(result, schedule_runs)
         results.append(result)
     return results

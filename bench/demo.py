@@ -73,13 +73,13 @@ def _zombied_env() -> dict[str, str]:
     return env
 
 
-def _say(text: str = "") -> None:
-    print(text, flush=True)
+def _say(*lines: str) -> None:
+    for line in lines:
+        print(line, flush=True)
 
 
 def _section(title: str) -> None:
-    _say()
-    _say(f"== {title}")
+    _say("", f"== {title}")
 
 
 async def _zombied(*args: str) -> list[str]:
@@ -96,11 +96,6 @@ async def _zombied(*args: str) -> list[str]:
     return lines or ["   (no output)"]
 
 
-async def _run_scan(kubeconfig: Path) -> None:
-    for line in await _zombied("scan", "--kubeconfig", str(kubeconfig)):
-        _say(line)
-
-
 async def _explain_all(kubeconfig: Path, refs: Sequence[str]) -> None:
     """Explain several pods at once (one process each), printed in order."""
     outputs: dict[str, list[str]] = {}
@@ -113,9 +108,7 @@ async def _explain_all(kubeconfig: Path, refs: Sequence[str]) -> None:
         for ref in refs:
             tg.start_soon(one, ref)
     for ref in refs:
-        for line in outputs[ref]:
-            _say(line)
-        _say()
+        _say(*outputs[ref], "")
 
 
 async def _stream(process: anyio.abc.Process) -> None:
@@ -172,7 +165,7 @@ async def run_demo() -> Summary:
             )
 
             _section("zombied scan (before any node goes away)")
-            await _run_scan(kubeconfig)
+            _say(*await _zombied("scan", "--kubeconfig", str(kubeconfig)))
 
             port = free_port()
             command = [
@@ -208,7 +201,7 @@ async def run_demo() -> Summary:
                 summary.problems.append(f"zombied run exited {summary.exit_code} {how}")
 
             _section("zombied scan (after)")
-            await _run_scan(kubeconfig)
+            _say(*await _zombied("scan", "--kubeconfig", str(kubeconfig)))
 
             if summary.explained:
                 _section("zombied explain: the pods it kept, and why")
@@ -300,8 +293,7 @@ def _opt_out(sim: Simulator, node: str) -> str:
 
 def _report(result: PreemptResult, what: str) -> None:
     _say(f"   {len(result.zombies)} pods {what} on {result.node}:")
-    for ref in result.zombies:
-        _say(f"     {ref.namespace}/{ref.name}")
+    _say(*(f"     {ref.namespace}/{ref.name}" for ref in result.zombies))
     _say(
         f"   controllers started {len(result.replacements)} replacements elsewhere; "
         f"{len(result.awaiting_replacement)} StatefulSet pod(s) come back once reaped"
@@ -352,8 +344,7 @@ def _print_summary(summary: Summary) -> None:
             "finishedAt has 1 s resolution)"
         )
     _say(f"   zombied run exit: {summary.exit_code}")
-    for problem in summary.problems:
-        _say(f"   PROBLEM: {problem}")
+    _say(*(f"   PROBLEM: {problem}" for problem in summary.problems))
     _say("   OK" if not summary.problems else "   FAILED")
 
 

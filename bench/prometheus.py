@@ -105,17 +105,14 @@ class Prometheus(Served):
 
     def query(self, expr: str, at: float | None = None) -> dict[str, Any]:
         """An instant query: ``{"resultType": ..., "result": [...]}``."""
-        result: dict[str, Any] = self.api(
-            "query", query=expr, **({"time": f"{at:.3f}"} if at is not None else {})
-        )
-        return result
+        moment = {} if at is None else {"time": f"{at:.3f}"}
+        return self.api("query", query=expr, **moment)
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> dict[str, Any]:
         """A range query over ``[start, end]`` every ``step`` seconds."""
-        result: dict[str, Any] = self.api(
+        return self.api(
             "query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step=f"{step:g}"
         )
-        return result
 
     def rules(self) -> list[dict[str, Any]]:
         """Every loaded rule with its health and last error."""

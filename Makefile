@@ -116,7 +116,7 @@ fmt: $(STAMP)
 
 # The real-server table is the report's first: build the kube-apiserver first (once).
 bench: $(STAMP) real-apiserver
-	$(PY) bench/run.py $(if $(QUICK),--quick)
+	$(PY) -m bench.run $(if $(QUICK),--quick)
 
 # The soak runs for SOAK_S seconds; the per-test timeout leaves room for setup and drain.
 # With SOAK_S set, the property tests of tests/reliability take their nightly budgets.
@@ -149,7 +149,7 @@ $(PROMTOOL):
 	@$(PROMTOOL) --version | head -n1
 
 monitoring-plot: $(STAMP) $(PROMTOOL)
-	$(PY) -m bench.monitoring_plot --out bench/monitoring.png
+	$(PY) -m bench.monitoring_plot
 
 docs: $(STAMP)
 	$(PY) tests/ship/readme_sections.py --write README.md $(shell find docs -name "*.md" 2>/dev/null | sort)

@@ -19,8 +19,6 @@ exactly as an operator would, and judges it only by what the API server saw.
 
 from __future__ import annotations
 
-import argparse
-import functools
 import os
 import signal
 import statistics
@@ -28,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,18 +35,21 @@ import anyio
 import anyio.abc
 import zombied
 from anyio.streams.text import TextReceiveStream
-from tests.helpers import free_port
+from tests.helpers import eventually, free_port
 
-from kubesim import Simulator
+from kubesim import DeletedRecord, Simulator
 from kubesim.scenario import PodRef, PreemptResult, build_named
 
+#: The node shut down gracefully, and the one preempted without notice that comes back
+#: under its name; the kubelet version both imitate; the min age of both rules.
+NODE, RETURNING, VERSION, MIN_AGE = "node-1", "node-2", "1.26", "8s"
 READY_TIMEOUT = 20.0
 REAP_TIMEOUT = 25.0
 STOP_TIMEOUT = 10.0
 POLL = 0.05
-
-
 KEEP_ANNOTATION = "zombied.io/keep"
+#: The rules and min age every zombied command of the tour shares.
+FLAGS = ("--rules", f"node-shutdown,admission-rejected={MIN_AGE}", "--min-age", MIN_AGE)
 
 
 @dataclass
@@ -72,68 +73,42 @@ def _zombied_env() -> dict[str, str]:
     return env
 
 
-def _say(text: str = "") -> None:
-    print(text, flush=True)
+def _say(*lines: str) -> None:
+    for line in lines:
+        print(line, flush=True)
 
 
 def _section(title: str) -> None:
-    _say()
-    _say(f"== {title}")
+    _say("", f"== {title}")
 
 
-async def _run_scan(kubeconfig: Path) -> None:
+async def _zombied(*args: str) -> list[str]:
+    """``zombied ARGS...`` to its end: its output, indented, as the tour prints it."""
     result = await anyio.run_process(
-        [sys.executable, "-m", "zombied", "scan", "--kubeconfig", str(kubeconfig)],
+        [sys.executable, "-m", "zombied", *args],
         check=False,
         env=_zombied_env(),
         stderr=subprocess.STDOUT,
     )
-    for line in result.stdout.decode(errors="replace").rstrip().splitlines() or ["(no output)"]:
-        _say(f"   {line}")
+    lines = [f"   {line}" for line in result.stdout.decode(errors="replace").rstrip().splitlines()]
     if result.returncode != 0:
-        _say(f"   (zombied scan exited {result.returncode})")
+        lines.append(f"   (zombied {args[0]} exited {result.returncode})")
+    return lines or ["   (no output)"]
 
 
-def _flags(kubeconfig: Path, min_age: str) -> list[str]:
-    """The settings every zombied command of the tour shares."""
-    return [
-        "--kubeconfig",
-        str(kubeconfig),
-        "--rules",
-        f"node-shutdown,admission-rejected={min_age}",
-        "--min-age",
-        min_age,
-    ]
-
-
-async def _explain(flags: Sequence[str], ref: str) -> list[str]:
-    result = await anyio.run_process(
-        [sys.executable, "-m", "zombied", "explain", ref, *flags],
-        check=False,
-        env=_zombied_env(),
-        stderr=subprocess.STDOUT,
-    )
-    lines = [f"   $ zombied explain {ref}"]
-    lines += [f"   {line}" for line in result.stdout.decode(errors="replace").rstrip().splitlines()]
-    if result.returncode != 0:
-        lines.append(f"   (zombied explain exited {result.returncode})")
-    return lines
-
-
-async def _explain_all(flags: Sequence[str], refs: Sequence[str]) -> None:
+async def _explain_all(kubeconfig: Path, refs: Sequence[str]) -> None:
     """Explain several pods at once (one process each), printed in order."""
     outputs: dict[str, list[str]] = {}
 
     async def one(ref: str) -> None:
-        outputs[ref] = await _explain(flags, ref)
+        explained = await _zombied("explain", ref, "--kubeconfig", str(kubeconfig), *FLAGS)
+        outputs[ref] = [f"   $ zombied explain {ref}", *explained]
 
     async with anyio.create_task_group() as tg:
         for ref in refs:
             tg.start_soon(one, ref)
     for ref in refs:
-        for line in outputs[ref]:
-            _say(line)
-        _say()
+        _say(*outputs[ref], "")
 
 
 async def _stream(process: anyio.abc.Process) -> None:
@@ -146,16 +121,6 @@ async def _stream(process: anyio.abc.Process) -> None:
             _say(f"   | {line}")
     if buffer:
         _say(f"   | {buffer}")
-
-
-async def _wait_for(predicate: Callable[[], bool], what: str, *, within: float) -> bool:
-    with anyio.move_on_after(within):
-        # Polls what the API server recorded, as an operator watching would.
-        while not predicate():  # noqa: ASYNC110
-            await anyio.sleep(POLL)
-        return True
-    _say(f"   !! timed out after {within:.0f}s waiting for {what}")
-    return False
 
 
 async def _ready(url: str, process: anyio.abc.Process) -> bool:
@@ -172,7 +137,8 @@ async def _ready(url: str, process: anyio.abc.Process) -> bool:
     return False  # timed out, or the daemon exited
 
 
-async def _stop(process: anyio.abc.Process) -> int:
+async def _stop(process: anyio.abc.Process) -> None:
+    """SIGTERM, and a kill if zombied does not exit within STOP_TIMEOUT; idempotent."""
     with anyio.CancelScope(shield=True):
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -182,21 +148,13 @@ async def _stop(process: anyio.abc.Process) -> int:
                 _say("   !! zombied ignored SIGTERM; killing it")
                 process.kill()
         await process.wait()
-    return -1 if process.returncode is None else process.returncode
 
 
-async def run_demo(
-    *,
-    node: str = "node-1",
-    returning: str = "node-2",
-    version: str = "1.26",
-    min_age: str = "8s",
-    seed: int = 0,
-) -> Summary:
+async def run_demo() -> Summary:
     """The whole tour; returns what happened (``problems`` empty when all went well)."""
     summary = Summary()
     with tempfile.TemporaryDirectory(prefix="zombied-demo-") as tmp:
-        async with Simulator(host="127.0.0.1", port=0, seed=seed) as sim:
+        async with Simulator(host="127.0.0.1", port=0, seed=0) as sim:
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
             built = build_named(sim.cluster, "demo")
             _section(f"Simulated API server at {sim.url}")
@@ -207,16 +165,17 @@ async def run_demo(
             )
 
             _section("zombied scan (before any node goes away)")
-            await _run_scan(kubeconfig)
+            _say(*await _zombied("scan", "--kubeconfig", str(kubeconfig)))
 
             port = free_port()
-            flags = _flags(kubeconfig, min_age)
             command = [
                 sys.executable,
                 "-m",
                 "zombied",
                 "run",
-                *flags,
+                "--kubeconfig",
+                str(kubeconfig),
+                *FLAGS,
                 "--log-format=console",
                 "--listen",
                 f"127.0.0.1:{port}",
@@ -230,45 +189,28 @@ async def run_demo(
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_stream, process)
-                    await _tour(
-                        sim,
-                        process,
-                        port,
-                        summary,
-                        flags=flags,
-                        node=node,
-                        returning=returning,
-                        version=version,
-                    )
+                    await _tour(sim, process, port, summary, kubeconfig)
                     died = process.returncode is not None
-                    summary.exit_code = await _stop(process)
+                    await _stop(process)  # ends the stream of its logs
             finally:
-                if process.returncode is None:
-                    summary.exit_code = await _stop(process)
+                await _stop(process)
                 await process.aclose()
+            summary.exit_code = process.returncode
             if summary.exit_code != 0:
                 how = "by itself" if died else "on SIGTERM"
                 summary.problems.append(f"zombied run exited {summary.exit_code} {how}")
 
             _section("zombied scan (after)")
-            await _run_scan(kubeconfig)
+            _say(*await _zombied("scan", "--kubeconfig", str(kubeconfig)))
 
             if summary.explained:
                 _section("zombied explain: the pods it kept, and why")
-                await _explain_all(flags, summary.explained)
+                await _explain_all(kubeconfig, summary.explained)
     return summary
 
 
 async def _tour(
-    sim: Simulator,
-    process: anyio.abc.Process,
-    port: int,
-    summary: Summary,
-    *,
-    flags: Sequence[str],
-    node: str,
-    returning: str,
-    version: str,
+    sim: Simulator, process: anyio.abc.Process, port: int, summary: Summary, kubeconfig: Path
 ) -> None:
     if not await _ready(f"http://127.0.0.1:{port}/readyz", process):
         summary.problems.append("zombied never became ready")
@@ -283,26 +225,22 @@ async def _tour(
     sim.cluster.fail("team-a", crashed)
     summary.kept = [f"team-a/{evicted} (Evicted)", f"team-a/{crashed} (Error)"]
     # An operator keeps one pod on each doomed node for a post-mortem.
-    kept = [_opt_out(sim, node), _opt_out(sim, returning)]
+    kept = [_opt_out(sim, NODE), _opt_out(sim, RETURNING)]
     summary.kept += [f"{ref} ({KEEP_ANNOTATION})" for ref in kept]
 
-    _section(f"Preempting {node} (kubelet {version}, graceful node shutdown)")
+    _section(f"Preempting {NODE} (kubelet {VERSION}, graceful node shutdown)")
     preempted_at = time.time()
-    shut = sim.cluster.preempt(node, version=version)
+    shut = sim.cluster.preempt(NODE, version=VERSION)
     _report(shut, "left Failed/Terminated")
-    _section(f"Preempting {returning} without notice; it comes back under the same name")
-    back = sim.cluster.return_node(returning, version=version)
+    _section(f"Preempting {RETURNING} without notice; it comes back under the same name")
+    back = sim.cluster.return_node(RETURNING, version=VERSION)
     _report(back, "rejected at admission")
 
-    kept_refs = set(kept)
-    zombies = [
-        ref
-        for ref in (*shut.zombies, *back.zombies)
-        if f"{ref.namespace}/{ref.name}" not in kept_refs
-    ]
+    lost = [*shut.zombies, *back.zombies]
+    zombies = [ref for ref in lost if f"{ref.namespace}/{ref.name}" not in kept]
     summary.zombies = zombies
     zombie_uids = {ref.uid for ref in zombies}
-    kept_uids = {ref.uid for ref in (*shut.zombies, *back.zombies)} - zombie_uids
+    kept_uids = {ref.uid for ref in lost} - zombie_uids
 
     _section("zombied explain, while the zombies wait out their min age")
     first_of_each = [
@@ -312,14 +250,18 @@ async def _tour(
             next(r for r in back.zombies if r.uid in zombie_uids),
         )
     ]
-    await _explain_all(flags, first_of_each)
+    await _explain_all(kubeconfig, first_of_each)
 
-    def reaped() -> list[str]:
-        return [r.obj["metadata"]["uid"] for r in sim.deleted if not r.dry_run]
+    def deleted() -> dict[str, DeletedRecord]:
+        return {r.obj["metadata"]["uid"]: r for r in sim.deleted if not r.dry_run}
 
-    await _wait_for(lambda: zombie_uids <= set(reaped()), "the reaps", within=REAP_TIMEOUT)
+    # Polls what the API server recorded, as an operator watching would.
+    try:
+        await eventually(lambda: zombie_uids <= deleted().keys(), REAP_TIMEOUT, POLL)
+    except AssertionError:
+        _say(f"   !! timed out after {REAP_TIMEOUT:.0f}s waiting for the reaps")
     # The StatefulSet controller reacts to the deletion synchronously in the store.
-    records = {r.obj["metadata"]["uid"]: r for r in sim.deleted if not r.dry_run}
+    records = deleted()
     summary.reaped = [ref for ref in zombies if ref.uid in records]
     summary.latencies = [records[ref.uid].time - preempted_at for ref in summary.reaped]
     missing = [f"{r.namespace}/{r.name}" for r in zombies if r.uid not in records]
@@ -351,8 +293,7 @@ def _opt_out(sim: Simulator, node: str) -> str:
 
 def _report(result: PreemptResult, what: str) -> None:
     _say(f"   {len(result.zombies)} pods {what} on {result.node}:")
-    for ref in result.zombies:
-        _say(f"     {ref.namespace}/{ref.name}")
+    _say(*(f"     {ref.namespace}/{ref.name}" for ref in result.zombies))
     _say(
         f"   controllers started {len(result.replacements)} replacements elsewhere; "
         f"{len(result.awaiting_replacement)} StatefulSet pod(s) come back once reaped"
@@ -391,7 +332,7 @@ def _check_untouched(
             )
 
 
-def _print_summary(summary: Summary, min_age: str) -> None:
+def _print_summary(summary: Summary) -> None:
     _section("Summary")
     _say(f"   zombies reaped:   {len(summary.reaped)}/{len(summary.zombies)}")
     _say(f"   pods kept:        {len(summary.kept)} ({'; '.join(summary.kept) or 'none'})")
@@ -399,51 +340,20 @@ def _print_summary(summary: Summary, min_age: str) -> None:
         lat = sorted(summary.latencies)
         _say(
             f"   reap latency:     min {lat[0]:.2f}s, median {statistics.median(lat):.2f}s, "
-            f"max {lat[-1]:.2f}s after the kubelet marked them (min age {min_age}; "
+            f"max {lat[-1]:.2f}s after the kubelet marked them (min age {MIN_AGE}; "
             "finishedAt has 1 s resolution)"
         )
     _say(f"   zombied run exit: {summary.exit_code}")
-    for problem in summary.problems:
-        _say(f"   PROBLEM: {problem}")
+    _say(*(f"   PROBLEM: {problem}" for problem in summary.problems))
     _say("   OK" if not summary.problems else "   FAILED")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.demo",
-        description="Preempt a simulated Spot node and watch zombied reap the zombie pods.",
-    )
-    parser.add_argument(
-        "--node", default="node-1", help="node to shut down gracefully (default: node-1)"
-    )
-    parser.add_argument(
-        "--returning",
-        default="node-2",
-        help="node preempted without notice that returns under its name (default: node-2)",
-    )
-    parser.add_argument(
-        "--kubelet-version", default="1.26", help="kubelet version to imitate (default: 1.26)"
-    )
-    parser.add_argument("--min-age", default="8s", help="min age of both rules (default: 8s)")
-    parser.add_argument("--seed", type=int, default=0, help="scenario seed (default: 0)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main() -> int:
     try:
-        demo = functools.partial(
-            run_demo,
-            node=args.node,
-            returning=args.returning,
-            version=args.kubelet_version,
-            min_age=args.min_age,
-            seed=args.seed,
-        )
-        summary = anyio.run(demo, backend="asyncio")
+        summary = anyio.run(run_demo, backend="asyncio")
     except KeyboardInterrupt:
         return 130
-    _print_summary(summary, args.min_age)
+    _print_summary(summary)
     return 0 if not summary.problems else 1
 
 

@@ -1,24 +1,23 @@
 """The monitoring picture: the dashboard's main panels, drawn from a real Prometheus.
 
-``python -m bench.monitoring_plot --out bench/monitoring.png`` starts the simulator,
+``python -m bench.monitoring_plot`` (``make monitoring-plot``) starts the simulator,
 ``zombied run`` and Debian's Prometheus server (unpacked by ``make prometheus``) scraping
 zombied every second with the alert rules loaded, plays a storm (a backlog of old
 zombies, then several nodes shut down at once, with throttled deletes and refused
 Events), then runs the Grafana dashboard's own queries through Prometheus's
-``query_range`` API and draws them with matplotlib. It is not a Grafana screenshot,
-and the picture says so. `scraped_storm` is also the set-up of the end-to-end
-monitoring test, so the test checks the very queries this draws.
+``query_range`` API and draws them into ``bench/monitoring.png`` with matplotlib. It is
+not a Grafana screenshot, and the picture says so. `scraped_storm` is also the set-up of
+the end-to-end monitoring test, so the test checks the very queries this draws.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -34,7 +33,6 @@ from tests.helpers import LOOPBACK, wait_for
 
 from bench.prometheus import Prometheus
 from bench.simctl import REPO, SimProcess, ZombiedProcess
-from kubesim.scenario import shutdown_pod
 
 MONITORING = REPO / "manifests" / "components" / "monitoring"
 DASHBOARD = MONITORING / "dashboard.json"
@@ -105,18 +103,6 @@ class Run:
     metrics_text: str
 
 
-def _old_zombies(sim: SimProcess, nodes: Sequence[str], failed_at: datetime) -> int:
-    """Shut ``nodes`` down as of ``failed_at``: a backlog zombied finds on its first LIST."""
-    count = 0
-    for pods in sim.pods_on(nodes).values():
-        for pod in pods:
-            changed = shutdown_pod(pod, version="1.22", variant="terminated", now=failed_at)
-            changed["metadata"].pop("resourceVersion", None)
-            sim.http.json("POST", "/_sim/store/update", {"resource": "pods", "object": changed})
-            count += 1
-    return count
-
-
 @contextmanager
 def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
     """Play the storm with Prometheus scraping zombied; yield while Prometheus still runs."""
@@ -126,24 +112,18 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
             sim.kubeconfig,
             workdir,
             name="zombied",
-            extra=[
-                f"--qps={scale.qps}",
-                f"--burst={scale.qps}",
-                "--watch-timeout=5s",
-            ],
-        )
-        prometheus = Prometheus(
-            workdir / "prometheus", [f"{LOOPBACK}:{zombied.port}"], rule_files=[RULES]
+            extra=[f"--qps={scale.qps}", f"--burst={scale.qps}", "--watch-timeout=5s"],
         )
         # Prometheus takes seconds to begin scraping: let it start while the cluster is built.
-        prometheus.launch()
-        stack.push(prometheus)  # stopped on the way out; already started
+        prometheus = stack.enter_context(
+            Prometheus(workdir / "prometheus", [f"{LOOPBACK}:{zombied.port}"], rule_files=[RULES])
+        )
         stack.enter_context(sim)
         sim.build(nodes=scale.nodes, pods=scale.pods, namespaces=["shop", "batch"])
         names = sim.node_names()
-        backlog_nodes = names[: scale.backlog_nodes]
-        storm_nodes = names[scale.backlog_nodes : scale.backlog_nodes + scale.storm_nodes]
-        backlog = _old_zombies(sim, backlog_nodes, datetime.now(UTC) - timedelta(hours=1))
+        backlog_pods = sim.pods_on(names[: scale.backlog_nodes])
+        # Zombies an hour old: a backlog zombied finds on its first LIST.
+        backlog = len(sim.shut_down(backlog_pods, now=datetime.now(UTC) - timedelta(hours=1)))
         prometheus.wait_scraping()
         start = time.time()
         stack.enter_context(zombied)
@@ -159,18 +139,19 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
             raise RuntimeError(f"the backlog was not cleared:\n{zombied.child.tail()}")
         sim.http.json("POST", "/_sim/faults", {"specs": _PUSHBACK})
         storm_at = time.time()
-        storm = len(
-            sim.shut_down(
-                [p for ps in sim.pods_on(storm_nodes).values() for p in ps], group="storm"
-            )
-        )
-        zombies = backlog + storm
+        storm_nodes = names[scale.backlog_nodes :][: scale.storm_nodes]
+        zombies = backlog + len(sim.shut_down(sim.pods_on(storm_nodes)))
         if not wait_for(lambda: sim.deleted_count() >= zombies, timeout=180):
             raise RuntimeError(f"the storm was not cleared:\n{zombied.child.tail()}")
         # Wait for Prometheus to have stored scrapes ``linger`` seconds past the last
         # delete, so that the rate windows show the tail of the storm.
         done = time.time() + scale.linger
-        if not wait_for(lambda: _scraped_after(prometheus, done), timeout=60, interval=0.2):
+
+        def scraped_after_done() -> bool:
+            result = prometheus.query("timestamp(up)")["result"]
+            return bool(result) and float(result[0]["value"][1]) > done
+
+        if not wait_for(scraped_after_done, timeout=60, interval=0.2):
             raise RuntimeError(f"Prometheus stopped scraping:\n{prometheus.child.tail()}")
         _, body = zombied.http.request("GET", "/metrics")
         yield Run(
@@ -184,11 +165,6 @@ def scraped_storm(workdir: Path, scale: Scale = Scale()) -> Iterator[Run]:
             deleted=sim.deleted_count(),
             metrics_text=body.decode(),
         )
-
-
-def _scraped_after(prometheus: Prometheus, moment: float) -> bool:
-    result = prometheus.query("timestamp(up)")["result"]
-    return bool(result) and float(result[0]["value"][1]) > moment
 
 
 # -- the picture -------------------------------------------------------------------------
@@ -254,15 +230,12 @@ def draw(run: Run, path: Path) -> Path:
     return path
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "monitoring.png")
-    args = parser.parse_args(argv)
+def main() -> int:
     scale = Scale(nodes=20, pods=600, backlog_nodes=2, storm_nodes=6, qps=8, linger=10.0)
     with tempfile.TemporaryDirectory(prefix="zombied-monitoring-") as tmp:
         workdir = Path(tmp)
         with scraped_storm(workdir, scale) as run:
-            out = draw(run, args.out)
+            out = draw(run, REPO / "bench" / "monitoring.png")
     print(f"wrote {out}: {run.zombies} zombies, {run.deleted} deletes")
     return 0
 

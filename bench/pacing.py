@@ -4,29 +4,20 @@ What users run is the defaults, so these runs never pass `--qps` or `--burst`: a
 batch (200 zombies at once), a storm (1,000 at once), and the same storm while the API
 server answers a fifth of the DELETEs with 429 and ``Retry-After: 1`` (the simulator's
 fault injection). Each run gets a fresh zombied on a fresh simulator; zombied's
-``zombied_delete_rate`` gauge is scraped every 0.2 s for the rate curve (``pacing.png``).
+``zombied_delete_rate`` gauge is read every 0.2 s or so while the storm clears, for the
+rate curve (``pacing.png``).
 Figures come from the simulator's request and delete logs (its clock) and the kernel's
-accounting of the zombied process (CPU per reaped pod). Run alone with
-``python -m bench.pacing [--quick]``.
+accounting of the zombied process (CPU per reaped pod).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
-import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import matplotlib as mpl
 
@@ -36,9 +27,9 @@ mpl.use("Agg")
 import matplotlib.pyplot as plt
 from tests.helpers import wait_for
 
-from bench.procs import Sampler
+from bench.procs import cpu_seconds, log
 from bench.simctl import SimProcess, ZombiedProcess
-from bench.stats import LatencySummary, audit_deletes
+from bench.stats import audit_deletes, count_requests, p50_p99, seconds
 
 #: The fault of the pushback run, in the simulator's fault syntax.
 PUSHBACK_FAULT = "error:verb=delete,resource=pods,status=429,fraction=0.2,retry_after=1"
@@ -77,7 +68,6 @@ class PacingResult:
     fault: str
     target_s: float | None
     clear_after_last_write_s: float = math.nan
-    write_spread_s: float = math.nan
     latency_p50_s: float = math.nan
     latency_p99_s: float = math.nan
     requests: dict[str, int] = field(default_factory=dict)  # "verb resource code" -> count
@@ -87,7 +77,6 @@ class PacingResult:
     wrong: int = 0
     # Seconds since the first kubelet write -> zombied_delete_rate, and DELETEs answered
     # per second (all codes) and 429s per second, from the simulator's request log.
-    events_written_after_s: float = math.nan  # the Event queue drained this long after
     rate_curve: list[tuple[float, float]] = field(default_factory=list)
     deletes_per_s: list[tuple[float, int, int]] = field(default_factory=list)
 
@@ -103,54 +92,6 @@ class PacingResult:
     def cpu_per_reaped_ms(self) -> float:
         return self.cpu_s * 1000 / self.reaped if self.reaped else math.nan
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PacingResult:
-        data = dict(data)
-        data["rate_curve"] = [tuple(point) for point in data.get("rate_curve", [])]
-        data["deletes_per_s"] = [tuple(point) for point in data.get("deletes_per_s", [])]
-        return cls(**data)
-
-
-class RateScraper:
-    """Reads zombied's ``zombied_delete_rate`` every ``interval`` seconds in a thread."""
-
-    def __init__(self, daemon: ZombiedProcess, interval: float = 0.2) -> None:
-        self.daemon = daemon
-        self.interval = interval
-        self.points: list[tuple[float, float]] = []
-        self.events_queued: float | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rate-scraper", daemon=True)
-
-    def __enter__(self) -> RateScraper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                code, body = self.daemon.http.request("GET", "/metrics")
-            except OSError:
-                continue
-            if code != 200:
-                continue
-            for line in body.decode(errors="replace").splitlines():
-                if line.startswith("zombied_delete_rate "):
-                    self.points.append((time.time(), float(line.split()[1])))
-                elif line.startswith("zombied_events_queued "):
-                    self.events_queued = float(line.split()[1])
-
-
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
 
 def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> PacingResult:
     """A fresh simulator and a zombied at its defaults; shut the nodes down at once."""
@@ -159,78 +100,51 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
     result = PacingResult(scenario.name, scenario.zombies, scenario.fault, scenario.target_s)
     with SimProcess(workdir, name=f"sim-pacing-{slug}") as sim:
         sim.build(nodes=nodes, pods=nodes * PODS_PER_NODE, namespaces=["team-0", "team-1"])
-        names = sim.node_names()
-        by_node = sim.pods_on(names[: nodes - 1])
-        pods = [pod for on_node in by_node.values() for pod in on_node][: scenario.zombies]
-        with (
-            ZombiedProcess(sim.kubeconfig, workdir, name=f"zombied-pacing-{slug}") as zd,
-            Sampler(zd.pid, interval=0.25) as sampler,
-            RateScraper(zd) as scraper,
-        ):
+        pods = sim.pods_on(sim.node_names()[: nodes - 1])[: scenario.zombies]
+        curve: list[tuple[float, float]] = []  # (time, zombied_delete_rate)
+        with ZombiedProcess(sim.kubeconfig, workdir, name=f"zombied-pacing-{slug}") as zd:
             if scenario.fault:
                 sim.http.json("POST", "/_sim/faults", {"spec": scenario.fault})
-            sampler.sample()
+            cpu_before = cpu_seconds(zd.pid)
             started = time.time()
-            zombies = sim.shut_down(pods, group="storm")
-            wanted = {z.uid for z in zombies}
+            zombies = sim.shut_down(pods)
 
             def cleared() -> bool:
-                if sim.deleted_count() < len(wanted):
-                    return False
-                done = {
-                    str((r.get("obj") or {}).get("metadata", {}).get("uid", ""))
-                    for r in sim.deleted()
-                }
-                return wanted <= done
+                rate = zd.metrics().get("zombied_delete_rate")
+                if rate is not None:
+                    curve.append((time.time(), rate))
+                return sim.reaped(zombies)
 
-            ok = wait_for(cleared, timeout=clear_timeout, interval=0.25)
-            sampler.sample()  # the last CPU reading inside the window
-            ended = time.time()
-            result.cpu_s = sampler.cpu_at(ended) - sampler.cpu_at(started)
+            ok = wait_for(cleared, timeout=clear_timeout, interval=0.2)
+            result.cpu_s = cpu_seconds(zd.pid) - cpu_before
             # The requests of a storm include the Events written after its last delete.
             wait_for(
-                lambda: scraper.events_queued == 0,
+                lambda: zd.metrics().get("zombied_events_queued") == 0,
                 timeout=scenario.zombies * EVENTS_WAIT_PER_ZOMBIE_S + 30,
                 interval=0.5,
             )
-            result.events_written_after_s = time.time() - ended
             counted_until = time.time()
         deleted, requests = sim.deleted(), sim.requests()
     audit = audit_deletes(zombies, deleted)
-    last_write = max(z.failed_at for z in zombies)
     first_write = min(z.failed_at for z in zombies)
-    latencies = audit.latencies.get("storm", [])
-    result.reaped = len(latencies)
-    result.missed = audit.missed_in({"storm"})
-    result.wrong = len(audit.wrong)
-    result.write_spread_s = last_write - first_write
-    stamps = audit.deleted_by_group.get("storm", [])
-    if ok and stamps:
-        result.clear_after_last_write_s = max(stamps) - last_write
-    summary = LatencySummary.of(latencies)
-    result.latency_p50_s, result.latency_p99_s = summary.p50, summary.p99
-    counts: Counter[str] = Counter()
+    result.reaped, result.missed, result.wrong = len(audit.latencies), audit.missed, audit.wrong
+    if ok and audit.deleted_at:
+        result.clear_after_last_write_s = max(audit.deleted_at) - max(z.failed_at for z in zombies)
+    result.latency_p50_s, result.latency_p99_s = p50_p99(audit.latencies)
+    result.requests = count_requests(requests, started, counted_until)
     per_second: Counter[int] = Counter()
     throttled: Counter[int] = Counter()
     for record in requests:
-        if str(record.get("path", "")).startswith("/_sim"):
-            continue
-        when = float(record.get("time", 0.0)) - float(record.get("duration") or 0.0)
-        if when < started or when > counted_until:
-            continue
-        verb, code = str(record.get("verb")), int(record.get("status") or 0)
-        counts[f"{verb} {record.get('resource')} {code}"] += 1
-        if verb == "delete":
-            second = int(when - first_write)
-            per_second[second] += 1
-            throttled[second] += code == 429
-    result.requests = dict(sorted(counts.items()))
+        when = float(record["time"]) - float(record.get("duration") or 0.0)
+        if record["verb"] == "delete" and started <= when <= counted_until:
+            per_second[int(when - first_write)] += 1
+            throttled[int(when - first_write)] += record["status"] == 429
     if per_second:
         result.deletes_per_s = [
             (float(s), per_second[s], throttled[s]) for s in range(max(per_second) + 1)
         ]
-    result.rate_curve = [(t - first_write, rate) for t, rate in scraper.points if t <= ended + 1]
-    _log(
+    result.rate_curve = [(t - first_write, rate) for t, rate in curve]
+    log(
         f"  {scenario.name}: {result.reaped}/{len(zombies)} reaped, cleared "
         f"{result.clear_after_last_write_s:.1f} s after the last write, "
         f"{result.total_requests} requests ({result.delete_requests} DELETE), "
@@ -239,53 +153,25 @@ def run_scenario(scenario: Scenario, workdir: Path, *, clear_timeout: float) -> 
     return result
 
 
-def _fmt_s(seconds: float | None) -> str:
-    if seconds is None or math.isnan(seconds):
-        return "-"
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
-
-
-def clean_twin(run: PacingResult, runs: Sequence[PacingResult]) -> PacingResult | None:
-    """The run without a fault and with as many zombies as ``run``, if any."""
-    return next((r for r in runs if not r.fault and r.zombies == run.zombies), None)
-
-
 def render(runs: Sequence[PacingResult], *, picture: str) -> list[str]:
     """The RESULTS.md section of these runs."""
-    if not runs:
-        return []
+    clean = {run.zombies: run for run in runs if not run.fault}
     rows = []
     for run in runs:
-        twin = clean_twin(run, runs) if run.fault else None
-        versus = (
-            f" ({run.total_requests / twin.total_requests:.2f}x the clean run)"
-            if twin and twin.total_requests
-            else ""
-        )
-        target = run.target_s
-        met = (
-            ""
-            if target is None or math.isnan(run.clear_after_last_write_s)
-            else (" (target met)" if run.clear_after_last_write_s <= target else " (MISSED)")
-        )
+        total = f"{run.total_requests:,}"
+        twin = clean.get(run.zombies)
+        if run.fault and twin and twin.total_requests:
+            total += f" ({run.total_requests / twin.total_requests:.2f}x the clean run)"
+        cleared = seconds(run.clear_after_last_write_s)
+        if run.target_s and not math.isnan(run.clear_after_last_write_s):
+            verdict = "met" if run.clear_after_last_write_s <= run.target_s else "MISSED"
+            cleared += f" (target {seconds(run.target_s)}: {verdict})"
         by_code = ", ".join(f"{key} {count:,}" for key, count in run.requests.items())
         rows.append(
-            "| "
-            + " | ".join(
-                [
-                    run.scenario,
-                    f"{run.zombies:,}",
-                    f"{_fmt_s(run.clear_after_last_write_s)}"
-                    + (f" (target {_fmt_s(target)}){met}" if target else ""),
-                    f"{_fmt_s(run.latency_p50_s)} / {_fmt_s(run.latency_p99_s)}",
-                    f"{run.delete_requests:,}",
-                    f"{run.total_requests:,}{versus}",
-                    by_code,
-                    f"{run.cpu_s:.2f} s ({run.cpu_per_reaped_ms:.2f} ms)",
-                    f"{run.missed} / {run.wrong}",
-                ]
-            )
-            + " |"
+            f"| {run.scenario} | {run.zombies:,} | {cleared} "
+            f"| {seconds(run.latency_p50_s)} / {seconds(run.latency_p99_s)} "
+            f"| {run.delete_requests:,} | {total} | {by_code} "
+            f"| {run.cpu_s:.2f} s ({run.cpu_per_reaped_ms:.2f} ms) | {run.missed} / {run.wrong} |"
         )
     return [
         "## Storms at the default settings (simulator)",
@@ -336,7 +222,7 @@ def draw(runs: Sequence[PacingResult], path: Path) -> Path:
                     linestyle=":",
                     label=f"{run.scenario}: answered 429",
                 )
-    limit.set_title("zombied_delete_rate (the adaptive limit), scraped every 0.2 s")
+    limit.set_title("zombied_delete_rate (the adaptive limit), scraped until cleared")
     limit.set_ylabel("DELETEs per second allowed")
     answered.set_title("DELETE requests per second, from the API server's request log")
     answered.set_ylabel("requests per second")
@@ -353,26 +239,6 @@ def draw(runs: Sequence[PacingResult], path: Path) -> Path:
 
 
 def run_all(workdir: Path, *, quick: bool = False) -> list[PacingResult]:
-    _log("storms at the default settings")
+    log("storms at the default settings")
     scenarios = QUICK_SCENARIOS if quick else SCENARIOS
     return [run_scenario(s, workdir, clear_timeout=60.0 if quick else 600.0) for s in scenarios]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="200-zombie runs only")
-    parser.add_argument("--out", type=Path, help="write pacing.json and pacing.png here")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    workdir = Path(tempfile.mkdtemp(prefix="zombied-pacing-"))
-    _log(f"logs in {workdir}")
-    results = run_all(workdir, quick=args.quick)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "pacing.json").write_text(json.dumps([r.to_json() for r in results], indent=1))
-        draw(results, args.out / "pacing.png")
-    print("\n".join(render(results, picture="pacing.png")))
-    return 1 if any(r.missed or r.wrong for r in results) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,11 @@
 """Watching the processes the benchmark measures, and talking to them over HTTP.
 
-`Sampler` reads one process's RSS and CPU time from the kernel (psutil) in a thread, so
-every figure is that process's own, never the harness's; `Http` is a tiny JSON client
-with one keep-alive connection per thread. Starting and stopping processes is
-`tests.helpers.Child`'s job. Traffic only ever goes to 127.0.0.1; this module must
-never talk to any other address.
+`cpu_seconds` and `high_water_rss` read one process's CPU time and peak memory from the
+kernel, so every figure is that process's own, never the harness's; `Http` is a tiny JSON client
+with one keep-alive connection per thread; `log` prints the harness's progress lines.
+Starting and stopping processes is `tests.helpers.Child`'s job; `Served` stops one with
+its client. Traffic only ever goes
+to 127.0.0.1; this module must never talk to any other address.
 """
 
 from __future__ import annotations
@@ -15,16 +16,25 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import psutil
-from tests.helpers import LOOPBACK
+from tests.helpers import LOOPBACK, Child
+
+
+def log(message: str) -> None:
+    """One progress line of the harness, stamped with the time of day."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def high_water_rss(pid: int) -> int:
-    """A process's peak resident set since its exec (`VmHWM`), in bytes; 0 if gone."""
+    """A process's peak resident set since its exec (`VmHWM`), in bytes; 0 if gone.
+
+    The kernel's own high-water mark: no sampling interval can miss a peak.
+    """
     try:
         text = Path(f"/proc/{pid}/status").read_text(errors="replace")
     except OSError:
@@ -35,68 +45,10 @@ def high_water_rss(pid: int) -> int:
     return 0
 
 
-class Sampler:
-    """Samples one process's RSS and CPU time in a thread, at a fixed interval.
-
-    Samples carry `time.time()`, the same wall clock the simulator stamps its records
-    with on this machine, so memory can be lined up with scenario phases.
-    """
-
-    def __init__(self, pid: int, *, interval: float = 0.1) -> None:
-        self.process = psutil.Process(pid)
-        self.interval = interval
-        self.rss: list[tuple[float, float]] = []
-        self.high_water: float = 0.0  # VmHWM: peak RSS since exec, as the kernel saw it
-        self.cpu: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"sampler-{pid}", daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def sample(self) -> tuple[float, float] | None:
-        """Take one sample now: (rss bytes, cpu seconds), or None once the process is gone."""
-        try:
-            with self.process.oneshot():
-                rss = float(self.process.memory_info().rss)
-                times = self.process.cpu_times()
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            return None
-        now = time.time()
-        self.high_water = max(self.high_water, float(high_water_rss(self.process.pid)))
-        cpu = float(times.user + times.system)
-        self.rss.append((now, rss))
-        self.cpu.append((now, cpu))
-        return rss, cpu
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            if self.sample() is None:
-                return
-            self._stop.wait(self.interval)
-
-    def cpu_at(self, when: float) -> float:
-        """CPU seconds at the last sample taken at or before `when`."""
-        value = 0.0
-        for stamp, cpu in self.cpu:
-            if stamp > when:
-                break
-            value = cpu
-        return value
+def cpu_seconds(pid: int) -> float:
+    """A process's user and system CPU time so far, from the kernel's accounting."""
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 class Http:
@@ -147,11 +99,13 @@ class Http:
             conn.close()
         self._local = threading.local()
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         for attempt in (1, 2):
@@ -168,11 +122,26 @@ class Http:
                     raise
         raise AssertionError("unreachable")
 
-    def json(self, method: str, path: str, body: Any = None) -> Any:
-        code, payload = self.request(method, path, body)
+    def json(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
+        code, payload = self.request(method, path, body, content_type)
         if code >= 300:
             raise RuntimeError(f"{method} {path}: HTTP {code}: {payload[:300]!r}")
         return json.loads(payload) if payload else None
+
+    def items(self, path: str, *, limit: int = 5000) -> Iterator[dict[str, Any]]:
+        """Every item of a Kubernetes LIST at ``path``, fetched page by page."""
+        token = ""
+        while True:
+            query = urllib.parse.urlencode(
+                {"limit": limit, **({"continue": token} if token else {})}
+            )
+            page = self.json("GET", f"{path}?{query}")
+            yield from page["items"]
+            token = page["metadata"].get("continue") or ""
+            if not token:
+                return
 
     def ok(self, path: str) -> bool:
         try:
@@ -180,3 +149,20 @@ class Http:
         except OSError:
             return False
         return code == 200
+
+
+class Served:
+    """A server process (`tests.helpers.Child`) and the client talking to it: leaving
+    the `with` block stops the one and closes the other."""
+
+    child: Child
+    http: Http
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.child.stop()
+        self.http.close()

@@ -1,10 +1,10 @@
 """A real Prometheus server scraping zombied, for the monitoring test and picture.
 
 This module owns finding Debian's Prometheus 2.42 (unpacked by ``make prometheus`` into
-a cache directory, never installed), writing its configuration and running it on a
-loopback port with a throw-away data directory, plus a small client for its HTTP API
-(instant queries, range queries, rules and alerts). It never talks to anything but
-127.0.0.1 and never starts a system service.
+a cache directory, never installed), running it on a loopback port with a throw-away
+data directory, scraping one job every second with alert rules loaded, and a small
+client for its HTTP API. It never talks to anything but 127.0.0.1 and never starts a
+system service.
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import os
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 from tests.helpers import LOOPBACK, Child, free_port, wait_for
 
-from bench.procs import Http
+from bench.procs import Http, Served
 
 
 def prometheus_dir() -> Path:
@@ -38,21 +37,12 @@ def binary(name: str) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-class PrometheusError(RuntimeError):
-    """The Prometheus API answered an error."""
-
-
-class Prometheus:
-    """``prometheus`` scraping ``targets`` every ``interval`` seconds, with ``rule_files``."""
+class Prometheus(Served):
+    """``prometheus`` scraping ``targets`` (job ``zombied``) every second, with
+    ``rule_files``; started on entering, stopped on leaving."""
 
     def __init__(
-        self,
-        workdir: Path,
-        targets: Sequence[str],
-        *,
-        job: str = "zombied",
-        interval: float = 1.0,
-        rule_files: Sequence[Path] = (),
+        self, workdir: Path, targets: Sequence[str], *, rule_files: Sequence[Path]
     ) -> None:
         executable = binary("prometheus")
         if executable is None:
@@ -62,12 +52,11 @@ class Prometheus:
         self.port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
         config = {
-            "global": {
-                "scrape_interval": f"{round(interval * 1000)}ms",
-                "evaluation_interval": f"{round(interval * 1000)}ms",
-            },
-            "rule_files": [str(Path(path).resolve()) for path in rule_files],
-            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(targets)}]}],
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(path.resolve()) for path in rule_files],
+            "scrape_configs": [
+                {"job_name": "zombied", "static_configs": [{"targets": list(targets)}]}
+            ],
         }
         config_path = workdir / "prometheus.yml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -85,15 +74,9 @@ class Prometheus:
         self.http = Http(f"http://{LOOPBACK}:{self.port}", timeout=30.0)
 
     def __enter__(self) -> Prometheus:
-        """Start the server and wait until it scrapes; `launch` + `wait_scraping`."""
-        self.launch()
-        with self.child.stopped_on_error():
-            self.wait_scraping()
-        return self
-
-    def launch(self) -> None:
         """Start the server without waiting: it takes seconds to scrape, use them."""
         self.child.__enter__()
+        return self
 
     def wait_scraping(self, timeout: float = 60.0) -> None:
         """Wait until the server is ready and its scrape targets are active.
@@ -105,53 +88,35 @@ class Prometheus:
         def active() -> bool:
             if not self.child.alive():
                 raise RuntimeError(f"prometheus exited:\n{self.child.tail()}")
-            return self._targets_active()
+            return self.http.ok("/-/ready") and bool(
+                self.api("targets", state="active")["activeTargets"]
+            )
 
         if not wait_for(active, timeout=timeout, interval=0.1):
             raise RuntimeError(f"prometheus does not scrape:\n{self.child.tail()}")
 
-    def _targets_active(self) -> bool:
-        if not self.http.ok("/-/ready"):
-            return False
-        return bool(self.api("targets", state="active")["activeTargets"])
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.child.stop()
-        self.http.close()
-
     def api(self, path: str, **params: str) -> Any:
         """``data`` of a GET on ``/api/v1/<path>``; an error answer raises."""
-        query = urllib.parse.urlencode(params)
-        code, body = self.http.request("GET", f"/api/v1/{path}?{query}")
+        code, body = self.http.request("GET", f"/api/v1/{path}?{urllib.parse.urlencode(params)}")
         answer = json.loads(body) if body else {}
         if code != 200 or answer.get("status") != "success":
-            raise PrometheusError(f"{path} {params}: HTTP {code}: {body[:500]!r}")
+            raise RuntimeError(f"Prometheus {path} {params}: HTTP {code}: {body[:500]!r}")
         return answer["data"]
 
     def query(self, expr: str, at: float | None = None) -> dict[str, Any]:
         """An instant query: ``{"resultType": ..., "result": [...]}``."""
-        params = {"query": expr}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        result: dict[str, Any] = self.api("query", **params)
-        return result
+        moment = {} if at is None else {"time": f"{at:.3f}"}
+        return self.api("query", query=expr, **moment)
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> dict[str, Any]:
         """A range query over ``[start, end]`` every ``step`` seconds."""
-        result: dict[str, Any] = self.api(
+        return self.api(
             "query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step=f"{step:g}"
         )
-        return result
 
     def rules(self) -> list[dict[str, Any]]:
         """Every loaded rule with its health and last error."""
-        data = self.api("rules")
-        return [rule for group in data["groups"] for rule in group["rules"]]
+        return [rule for group in self.api("rules")["groups"] for rule in group["rules"]]
 
     def scrapes(self) -> int:
         """How many scrapes of the job have been stored so far."""

@@ -4,31 +4,34 @@ Three parts, each its own module, each run as users run zombied (`zombied run` a
 defaults, with leader election): storms on a real kube-apiserver with etcd against the
 `kubectl` CronJob zombied replaces (`bench.realserver`), storms on the simulator, clean
 and under 429 pushback (`bench.pacing`), and memory against cluster size on the
-simulator (`bench.memory`). Every part reports zombied's CPU per reaped pod from the
-kernel's accounting. `RESULTS.md`, `pacing.png` and `results.json` are rewritten at the
-end; `--quick` is a smoke run of every part at small sizes that writes into a temporary
-directory. Every process started here is stopped before this program exits, and all
-traffic stays on 127.0.0.1.
+simulator (`bench.memory`). The storms report zombied's CPU per reaped pod from the
+kernel's accounting. `RESULTS.md` and `pacing.png` are rewritten at the end; `--quick` is
+a smoke run of every part at small sizes that writes into a temporary directory. Every
+process started here is stopped before this program exits, and all traffic stays on
+127.0.0.1.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import importlib.metadata
+import os
+import platform
 import signal
-import sys
+import subprocess
 import tempfile
 import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-if __package__ in (None, ""):
-    # Run as a script (`python bench/run.py`): make the `bench` package importable.
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import psutil
+from tests.realserver.cluster import missing_binaries
 
-from bench import machine, memory, pacing, realserver
+from bench import memory, pacing, realserver
+from bench.cronjob import KUBECTL
+from bench.procs import log
 from bench.simctl import REPO, zombied_defaults
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -47,23 +50,73 @@ CAVEATS = (
 )
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+def _command(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unavailable"
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else "unavailable"
 
 
-def render(document: dict[str, Any], out: Path) -> Path:
-    """RESULTS.md (and pacing.png) from the data of a run, as written to results.json."""
-    real = [realserver.RealResult(**item) for item in document.get("realserver") or []]
-    storms = [pacing.PacingResult.from_json(item) for item in document.get("pacing") or []]
-    sizes = [memory.MemoryResult(**item) for item in document.get("memory") or []]
-    defaults = document.get("zombied_defaults") or {}
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def describe_machine() -> dict[str, str]:
+    """The machine and the software measured, for the report's machine table (read from
+    /proc, psutil, package metadata, `kubectl version` and `git`; never the network)."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    commit = _command(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+    return {
+        "CPU": cpu,
+        "cores (logical)": str(os.cpu_count()),
+        "RAM": f"{psutil.virtual_memory().total / (1 << 30):.1f} GiB",
+        "OS": platform.platform(),
+        "Python": f"{platform.python_implementation()} {platform.python_version()}",
+        "zombied": f"{_version('zombied')} (git {commit})",
+        "kubernetes_asyncio": _version("kubernetes_asyncio"),
+        "aiohttp": _version("aiohttp"),
+        "anyio": _version("anyio"),
+        "kubectl": _command([KUBECTL, "version", "--client"]),
+        "psutil / matplotlib": f"{_version('psutil')} / {_version('matplotlib')}",
+    }
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages: other work on the machine skews every figure."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
+
+
+def render(
+    out: Path,
+    *,
+    quick: bool,
+    elapsed_s: float,
+    facts: dict[str, str],
+    real: Sequence[realserver.RealResult],
+    real_skipped: str | None,
+    storms: Sequence[pacing.PacingResult],
+    sizes: Sequence[memory.MemoryResult],
+) -> Path:
+    """Write RESULTS.md (and pacing.png) into ``out``."""
+    defaults = zombied_defaults(*DEFAULT_OPTIONS)
     setting = ", ".join(f"`{name} {value}`" for name, value in defaults.items())
-    command = "make bench QUICK=1 (bench/run.py --quick)" if document["quick"] else "make bench"
+    command = "make bench QUICK=1" if quick else "make bench"
+    generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [
         "# zombied benchmark",
         "",
-        f"Generated by `{command}` on {document['generated']}; the run took "
-        f"{document['elapsed_s']:.0f} s. Do not edit: rerun the command.",
+        f"Generated by `{command}` on {generated}; the run took {elapsed_s:.0f} s. "
+        "Do not edit: rerun the command.",
         "",
         *textwrap.wrap(
             "zombied runs as users run it: `zombied run` with its defaults "
@@ -77,18 +130,11 @@ def render(document: dict[str, Any], out: Path) -> Path:
     ]
     if real:
         lines += realserver.render(real)
-    elif document.get("realserver_skipped"):
-        lines += [
-            "## Real kube-apiserver with etcd",
-            "",
-            f"Not run: {document['realserver_skipped']}.",
-            "",
-        ]
+    elif real_skipped:
+        lines += ["## Real kube-apiserver with etcd", "", f"Not run: {real_skipped}.", ""]
     if storms:
-        picture = pacing.draw(storms, out / "pacing.png")
-        lines += pacing.render(storms, picture=picture.name)
+        lines += pacing.render(storms, picture=pacing.draw(storms, out / "pacing.png").name)
     lines += memory.render(sizes)
-    facts: dict[str, str] = document["machine"]
     lines += [
         "## Machine",
         "",
@@ -106,80 +152,47 @@ def render(document: dict[str, Any], out: Path) -> Path:
     return path
 
 
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument(
-        "--quick", action="store_true", help="smoke run of every part at small sizes"
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="where RESULTS.md, pacing.png and results.json go "
-        "(default bench/; quick: a temporary directory)",
-    )
-    parser.add_argument(
-        "--render",
-        type=Path,
-        metavar="RESULTS_JSON",
-        help="only redraw RESULTS.md and pacing.png from a results.json of an earlier run",
-    )
-    parser.add_argument(
-        "--skip-realserver", action="store_true", help="skip the runs on a real kube-apiserver"
-    )
-    parser.add_argument(
-        "--skip-pacing", action="store_true", help="skip the storms on the simulator"
-    )
-    parser.add_argument(
-        "--skip-memory", action="store_true", help="skip memory against cluster size"
-    )
-    return parser.parse_args(argv)
-
-
 def _terminate(signum: int, _frame: object) -> None:
     # Unwind through every `with` so that each child process is stopped.
     raise SystemExit(128 + signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run of every part at small sizes, into a temporary directory",
+    )
+    args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
-    if args.render:
-        out = args.out or args.render.parent
-        log(f"redrawn: {render(json.loads(args.render.read_text()), out)}")
-        return 0
     workdir = Path(tempfile.mkdtemp(prefix="zombied-bench-"))
-    out = args.out or (workdir if args.quick else BENCH_DIR)
+    out = workdir if args.quick else BENCH_DIR
     log(f"logs in {workdir}")
     started = time.monotonic()
-    facts = machine.describe(REPO)
-    facts["load average at start (1/5/15 min)"] = machine.load_average()
-    skipped = "--skip-realserver" if args.skip_realserver else realserver.harness_available()
+    facts = describe_machine()
+    facts["load average at start (1/5/15 min)"] = load_average()
+    skipped = missing_binaries()
     real: list[realserver.RealResult] = []
     if skipped is None:
-        real = realserver.run_all(
-            workdir,
-            (200,) if args.quick else realserver.SIZES,
-            kubectl_sizes=() if args.quick else realserver.KUBECTL_SIZES,
-        )
+        real = realserver.run_all(workdir, quick=args.quick)
     else:
         log(f"real-server runs skipped: {skipped}")
-    storms = [] if args.skip_pacing else pacing.run_all(workdir, quick=args.quick)
-    sizes = [] if args.skip_memory else memory.run_all(workdir, quick=args.quick)
-    facts["load average at end (1/5/15 min)"] = machine.load_average()
-    document = {
-        "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "elapsed_s": time.monotonic() - started,
-        "quick": args.quick,
-        "machine": facts,
-        "zombied_defaults": zombied_defaults(*DEFAULT_OPTIONS),
-        "realserver": [result.to_json() for result in real],
-        "realserver_skipped": skipped or "",
-        "pacing": [result.to_json() for result in storms],
-        "memory": [result.to_json() for result in sizes],
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(document, indent=1))
-    log(f"done in {document['elapsed_s']:.0f} s: {render(document, out)}")
+    storms = pacing.run_all(workdir, quick=args.quick)
+    sizes = memory.run_all(workdir, quick=args.quick)
+    facts["load average at end (1/5/15 min)"] = load_average()
+    elapsed_s = time.monotonic() - started
+    path = render(
+        out,
+        quick=args.quick,
+        elapsed_s=elapsed_s,
+        facts=facts,
+        real=real,
+        real_skipped=skipped,
+        storms=storms,
+        sizes=sizes,
+    )
+    log(f"done in {elapsed_s:.0f} s: {path}")
     failed = [r.label for r in real if r.reaper == "zombied" and (r.missed or r.wrong)]
     failed += [r.scenario for r in storms if r.missed or r.wrong]
     failed += [f"{r.pods:,} pods" for r in sizes if r.missed or r.wrong]
@@ -189,4 +202,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

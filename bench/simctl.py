@@ -17,33 +17,24 @@ import ssl
 import subprocess
 import sys
 import time
-import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 from tests.helpers import LOOPBACK, Child, free_port
 
-from bench.procs import Http
+from bench.procs import Http, Served
 from bench.stats import Zombie
 from kubesim.scenario import shutdown_pod
 
 REPO = Path(__file__).resolve().parent.parent
-VENV_BIN = REPO / ".venv" / "bin"
+#: The console script of the interpreter running the benchmark (the project's venv).
+ZOMBIED = str(Path(sys.executable).parent / "zombied")
 #: As the shipped Deployment runs it: with a Lease (outside a cluster, in `default`).
 AS_DEPLOYED = ("--leader-elect", "--lease-namespace", "default")
-
-
-def venv_tool(name: str) -> str:
-    """A console script of the project's venv, else the one next to this interpreter."""
-    candidate = VENV_BIN / name
-    if candidate.exists():
-        return str(candidate)
-    return str(Path(sys.executable).parent / name)
 
 
 def zombied_defaults(*options: str) -> dict[str, str]:
@@ -53,7 +44,7 @@ def zombied_defaults(*options: str) -> dict[str, str]:
     rather than guessing.
     """
     text = subprocess.run(
-        [venv_tool("zombied"), "run", "--help"],
+        [ZOMBIED, "run", "--help"],
         capture_output=True,
         text=True,
         check=False,
@@ -68,11 +59,10 @@ def zombied_defaults(*options: str) -> dict[str, str]:
     return found
 
 
-class SimProcess:
+class SimProcess(Served):
     """`python -m kubesim` in its own process, plus its control API."""
 
     def __init__(self, workdir: Path, *, name: str = "sim") -> None:
-        self.workdir = workdir
         self.port = free_port()
         self.kubeconfig = workdir / f"{name}.kubeconfig"
         self.child = Child(
@@ -94,86 +84,70 @@ class SimProcess:
         )
         self.url = f"https://{LOOPBACK}:{self.port}"
         self.http = Http(self.url, timeout=300.0)
-        self.token = ""
 
     def __enter__(self) -> SimProcess:
-        if self.token:
-            return self  # already started: `with` on a started simulator only stops it
-        self.kubeconfig.unlink(missing_ok=True)
         self.child.start(
-            self._kubeconfig_ready, timeout=60, what="simulator", failure="did not start"
+            lambda: self.kubeconfig.stat().st_size > 0,
+            timeout=60,
+            what="simulator",
+            failure="did not start",
         )
         with self.child.stopped_on_error():
             config = yaml.safe_load(self.kubeconfig.read_text())
             ca = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
             self.http.context = ssl.create_default_context(cadata=ca.decode())
-            self.token = str(config["users"][0]["user"]["token"])
-            self.http.token = self.token
+            self.http.token = str(config["users"][0]["user"]["token"])
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.child.stop()
-        self.http.close()
-
-    def _kubeconfig_ready(self) -> bool:
-        return self.kubeconfig.exists() and self.kubeconfig.stat().st_size > 0
 
     # Control API -------------------------------------------------------------------------
 
-    def build(self, *, nodes: int, pods: int, namespaces: Sequence[str]) -> Any:
-        return self.http.json(
-            "POST",
-            "/_sim/scenario",
-            {"nodes": nodes, "pods": pods, "namespaces": list(namespaces)},
-        )
+    def build(self, *, nodes: int, pods: int, namespaces: Sequence[str]) -> None:
+        body = {"nodes": nodes, "pods": pods, "namespaces": list(namespaces)}
+        self.http.json("POST", "/_sim/scenario", body)
+
+    def stats(self) -> Any:
+        return self.http.json("GET", "/_sim/stats")
 
     def deleted_count(self) -> int:
         return int(self.stats()["deleted"])
 
-    def open_watches(self) -> int:
-        return int(self.stats()["watches"])
+    def requests(self) -> list[dict[str, Any]]:
+        return list(self.http.json("GET", "/_sim/requests?full=1")["records"])
+
+    def deleted(self) -> list[dict[str, Any]]:
+        return list(self.http.json("GET", "/_sim/deleted"))
+
+    def reaped(self, zombies: Sequence[Zombie]) -> bool:
+        """Whether every one of these zombies has been deleted."""
+        if self.deleted_count() < len(zombies):
+            return False
+        done = {str(record["obj"]["metadata"]["uid"]) for record in self.deleted()}
+        return all(zombie.uid in done for zombie in zombies)
 
     def node_names(self) -> list[str]:
         listing = self.http.json("GET", "/api/v1/nodes")
         return sorted(item["metadata"]["name"] for item in listing["items"])
 
-    def pods_on(self, nodes: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-        """Every pod bound to each node, from one paginated LIST of all pods.
+    def pods_on(self, nodes: Sequence[str]) -> list[dict[str, Any]]:
+        """Every pod bound to these nodes, from one paginated LIST of all pods.
 
         One pass over the cluster instead of a field-selected LIST per node (each of
         which the simulator answers by scanning every pod).
         """
         wanted = set(nodes)
-        found: dict[str, list[dict[str, Any]]] = {node: [] for node in nodes}
-        token = ""
-        while True:
-            query = {"limit": "5000"}
-            if token:
-                query["continue"] = token
-            page = self.http.json("GET", f"/api/v1/pods?{urllib.parse.urlencode(query)}")
-            for pod in page["items"]:
-                node = (pod.get("spec") or {}).get("nodeName")
-                if node in wanted:
-                    found[node].append(pod)
-            token = (page.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return found
+        return [pod for pod in self.http.items("/api/v1/pods") if pod["spec"]["nodeName"] in wanted]
 
     def shut_down(
-        self, pods: Sequence[dict[str, Any]], *, group: str, threads: int = 4
+        self, pods: Sequence[dict[str, Any]], *, now: datetime | None = None
     ) -> list[Zombie]:
-        """The kubelet's node-shutdown status on these pods, written straight to the store.
+        """The kubelet's node-shutdown status on these pods (those still running), written
+        straight to the store by 4 threads, as of ``now`` (default: the moment of the call).
 
-        For the storm: `Cluster.preempt` scans every pod of the cluster per node, which
-        at 100k pods would stretch "at once" over minutes. Each pod is stamped with the
-        answer to its own write (the simulator applies it before answering).
+        `Cluster.preempt` scans every pod of the cluster per node, which at 100k pods would
+        stretch "at once" over minutes. Each zombie's time is the answer to its own write
+        (the simulator applies it before answering).
         """
-        now = datetime.now(UTC)
+        now = now or datetime.now(UTC)
 
         def one(pod: dict[str, Any]) -> Zombie | None:
             if (pod.get("status") or {}).get("phase") not in ("Running", "Pending"):
@@ -182,41 +156,13 @@ class SimProcess:
             changed["metadata"].pop("resourceVersion", None)
             sent = time.time()
             self.http.json("POST", "/_sim/store/update", {"resource": "pods", "object": changed})
-            meta = changed["metadata"]
-            return Zombie(
-                namespace=str(meta["namespace"]),
-                name=str(meta["name"]),
-                uid=str(meta["uid"]),
-                failed_at=time.time(),
-                group=group,
-                variant="terminated",
-                sent_at=sent,
-            )
+            return Zombie(str(changed["metadata"]["uid"]), failed_at=time.time(), sent_at=sent)
 
-        with ThreadPoolExecutor(max_workers=threads) as pool:
+        with ThreadPoolExecutor(max_workers=4) as pool:
             return [zombie for zombie in pool.map(one, pods) if zombie is not None]
 
-    def requests(self) -> list[dict[str, Any]]:
-        answer = self.http.json("GET", "/_sim/requests?full=1")
-        if isinstance(answer, dict):
-            for key in ("requests", "records", "items"):
-                if key in answer:
-                    return list(answer[key])
-        return list(answer)
 
-    def deleted(self) -> list[dict[str, Any]]:
-        answer = self.http.json("GET", "/_sim/deleted")
-        if isinstance(answer, dict):
-            for key in ("deleted", "records", "items"):
-                if key in answer:
-                    return list(answer[key])
-        return list(answer)
-
-    def stats(self) -> Any:
-        return self.http.json("GET", "/_sim/stats")
-
-
-class ZombiedProcess:
+class ZombiedProcess(Served):
     """`zombied run` in its own process as the shipped Deployment runs it: with leader
     election (`AS_DEPLOYED`), JSON logs, min age 0 and `extra` flags."""
 
@@ -224,8 +170,8 @@ class ZombiedProcess:
         self, kubeconfig: Path, workdir: Path, *, name: str, extra: Sequence[str] = ()
     ) -> None:
         self.port = free_port()
-        self.argv = [
-            venv_tool("zombied"),
+        argv = [
+            ZOMBIED,
             "run",
             "--kubeconfig",
             str(kubeconfig),
@@ -238,7 +184,7 @@ class ZombiedProcess:
             *AS_DEPLOYED,
             *extra,
         ]
-        self.child = Child(name, self.argv, log_path=workdir / f"{name}.log")
+        self.child = Child(name, argv, log_path=workdir / f"{name}.log")
         self.http = Http(f"http://{LOOPBACK}:{self.port}", timeout=5.0)
 
     @property
@@ -249,24 +195,14 @@ class ZombiedProcess:
         self.child.start(self._ready, timeout=120, what="zombied")
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.child.stop()
-        self.http.close()
-
     def _ready(self) -> bool:
-        return self.http.ok("/readyz") and self.leading()
+        # Readiness does not wait for the Lease; deletes do.
+        return self.http.ok("/readyz") and self.metrics().get("zombied_leader") == 1.0
 
-    def leading(self) -> bool:
-        """Whether zombied holds the Lease (readiness does not wait for it; deletes do)."""
+    def metrics(self) -> dict[str, float]:
+        """zombied's unlabelled metrics now, by name (empty if /metrics does not answer)."""
         code, body = self.http.request("GET", "/metrics")
         if code != 200:
-            return False
-        for line in body.decode(errors="replace").splitlines():
-            if line.startswith("zombied_leader "):
-                return float(line.split()[1]) == 1.0
-        return False
+            return {}
+        lines = (line.split() for line in body.decode(errors="replace").splitlines())
+        return {f[0]: float(f[1]) for f in lines if len(f) == 2 and not f[0].startswith("#")}

@@ -128,26 +128,6 @@ async def test_watches_one_scope_per_namespace(sim: Simulator, config: ConfigFac
     assert paths == {"/api/v1/namespaces/team-a/pods", "/api/v1/namespaces/team-b/pods"}
 
 
-async def test_statefulset_replacement_survives(sim: Simulator, config: ConfigFactory) -> None:
-    sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
-    sim.faults.add_latency("delete", "pods", 1.0)
-    conflicts = reaped("conflict")
-    async with Daemon(config()) as daemon:
-        await eventually(daemon.ready)
-        preempt(sim, "node-1", ["db-0"])
-        # The DELETE is on its way; the StatefulSet controller recreates db-0 meanwhile.
-        await eventually(lambda: daemon.leadership.in_flight == 1)
-        old_uid = sim.store.get("pods", "team-a", "db-0")["metadata"]["uid"]
-        sim.store.delete("pods", "team-a", "db-0")
-        sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
-        await eventually(lambda: reaped("conflict") == conflicts + 1)
-        await eventually(lambda: settled(daemon))
-    replacement = sim.store.get("pods", "team-a", "db-0")
-    assert replacement is not None
-    assert replacement["metadata"]["uid"] != old_uid
-    assert replacement["status"]["phase"] == "Running"
-
-
 async def test_client_dry_run_deletes_nothing(sim: Simulator, config: ConfigFactory) -> None:
     for i in range(3):
         sim.store.create("pods", zombie(f"z{i}"))
@@ -159,17 +139,6 @@ async def test_client_dry_run_deletes_nothing(sim: Simulator, config: ConfigFact
     assert len(sim.store.list("pods", "team-a")) == 3
     dry = [e for e in logs if e["event"] == "pod.dry_run"]
     assert sorted(e["pod"] for e in dry) == ["z0", "z1", "z2"]
-
-
-async def test_server_dry_run_deletes_nothing(sim: Simulator, config: ConfigFactory) -> None:
-    sim.store.create("pods", zombie("z"))
-    async with Daemon(config(dry_run=DryRun.SERVER)) as daemon:
-        await eventually(lambda: len(sim.deleted) == 1)
-        await eventually(lambda: len(daemon.queue) == 0 and daemon.queue.processing == 0)
-    assert sim.deleted[0].dry_run
-    assert sim.store.get("pods", "team-a", "z") is not None
-    deletes = [parse_qs(r.query) for r in sim.requests if r.verb == "delete"]
-    assert deletes == [{}]
 
 
 async def test_no_zombie_lost_to_faults(sim: Simulator, config: ConfigFactory) -> None:
@@ -300,40 +269,6 @@ async def test_drain_timeout_cuts_slow_deletes(sim: Simulator, config: ConfigFac
             with anyio.fail_after(10):
                 await daemon.drain()
     assert any(e["event"] == "daemon.drain_timeout" for e in logs)
-
-
-async def test_only_the_leader_deletes(sim: Simulator, config: ConfigFactory) -> None:
-    election = {
-        "leader_elect": True,
-        "lease_name": "zombied",
-        "lease_namespace": "zombied",
-        "lease_duration": 2.0,
-        "renew_deadline": 1.5,
-        "retry_period": 0.2,
-    }
-    sim.store.create("namespaces", {"metadata": {"name": "zombied"}})
-    sim.store.create("pods", zombie("first"))
-    async with Daemon(config(**election), identity="one") as one:
-        await eventually(lambda: len(deleted_names(sim)) == 1)
-        assert one.leadership.leading
-        async with Daemon(config(**election), identity="two") as two:
-            await eventually(two.ready)
-            assert not two.leadership.leading
-            sim.faults.add_latency("delete", "pods", 0.2)
-            sim.store.create("pods", zombie("second"))
-            await eventually(lambda: "team-a/second" in two.cache)
-            await eventually(lambda: len(deleted_names(sim)) == 2)
-            await one.drain()  # releases the lease: two takes over at once
-            await eventually(lambda: two.leadership.leading, timeout=10)
-            sim.store.create("pods", zombie("third"))
-            await eventually(lambda: len(deleted_names(sim)) == 3)
-            _, body = await get(two.http_port, "/metrics")
-            assert "zombied_leader 1.0" in body
-    assert deleted_names(sim) == ["team-a/first", "team-a/second", "team-a/third"]
-    reporters = {
-        e["involvedObject"]["name"]: e["reportingInstance"] for e in sim.store.list("events")
-    }
-    assert reporters == {"first": "one", "second": "one", "third": "two"}
 
 
 async def test_lost_lease_stops_deleting(sim: Simulator, config: ConfigFactory) -> None:

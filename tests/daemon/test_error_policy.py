@@ -15,7 +15,6 @@ from zombied.pod import parse_pod
 from zombied.reaper import Action, Reaper
 
 from kubesim import Simulator
-from tests.daemon.buggy_run import judge as buggy_judge
 from tests.daemon.capture import captured_logs
 from tests.daemon.conftest import ConfigFactory
 from tests.daemon.pods import zombie
@@ -66,26 +65,6 @@ async def test_a_bug_in_classification_ends_the_process_non_zero(
     assert "TypeError: injected bug in classification" in crash["exception"]
     assert not [e for e in events if e.get("event") in ("watch.error", "pod.delete_failed")]
     assert sim.store.get("pods", "team-a", "bug-1") is not None
-
-
-async def test_a_bug_fails_liveness_and_ends_the_daemon(
-    sim: Simulator, config: ConfigFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("zombied.cache.judge", buggy_judge)
-    with captured_logs() as logs, pytest.raises(ExceptionGroup) as raised:  # noqa: PT012
-        async with Daemon(config()) as daemon:
-            await eventually(daemon.ready)
-            assert daemon.healthy()
-            sim.store.create("pods", zombie("bug-1"))
-            with anyio.fail_after(10):
-                await anyio.sleep_forever()
-    assert raised.group_contains(TypeError, match="injected bug")
-    assert not daemon.healthy()
-    assert "TypeError" in daemon.health()[1]
-    assert [e["task"] for e in logs if e["event"] == "daemon.crashed"] == [
-        "watch loop of scope _cluster"
-    ]
-    assert not [e for e in logs if e["event"] == "watch.error"]
 
 
 async def test_a_500_on_delete_is_retried(sim: Simulator, config: ConfigFactory) -> None:

@@ -16,7 +16,6 @@ from zombied.rules import Rule, RuleSet, Selection
 from zombied.watch import TERMINAL_FIELD_SELECTOR, Scope, Watcher
 
 from kubesim import Simulator
-from kubesim.rbac import PolicyRule
 from kubesim.requestlog import RequestRecord
 from tests.daemon.pods import pod, zombie
 from tests.helpers import eventually
@@ -94,23 +93,6 @@ async def test_lists_pages_then_watches(sim: Simulator, kubeconfig: Path) -> Non
     assert watches[0]["resourceVersion"] == watcher_rv_after_list[0]
 
 
-async def test_deleted_and_non_zombie_pods_leave_queue(sim: Simulator, kubeconfig: Path) -> None:
-    async with watching(kubeconfig) as harness:
-        await eventually(lambda: harness.watcher.state.synced)
-        created = sim.store.create("pods", zombie("z"))
-        await eventually(lambda: "team-a/z" in harness.queue)
-        kept = dict(created)
-        kept["metadata"] = dict(created["metadata"], annotations={"zombied.io/keep": "true"})
-        sim.store.update("pods", kept, check_rv=False)
-        await eventually(lambda: "team-a/z" not in harness.queue)
-        entry = harness.cache.get("team-a/z")
-        assert entry is not None
-        assert entry.judgement.skip == "keep-annotation"
-        sim.store.delete("pods", "team-a", "z")
-        await eventually(lambda: "team-a/z" not in harness.cache)
-        assert harness.cache.zombies == 0
-
-
 async def test_relists_and_reconciles_after_410(sim: Simulator, kubeconfig: Path) -> None:
     async with watching(kubeconfig) as harness:
         await eventually(lambda: harness.watcher.state.synced)
@@ -141,38 +123,3 @@ async def test_compaction_mid_stream_relists(sim: Simulator, kubeconfig: Path) -
         await eventually(lambda: sum(1 for r in sim.requests if r.verb == "list") > lists_before)
         sim.store.create("pods", zombie("after"))
         await eventually(lambda: "team-a/after" in harness.cache)
-
-
-async def test_survives_cuts_and_errors(sim: Simulator, kubeconfig: Path) -> None:
-    async with watching(kubeconfig) as harness:
-        await eventually(lambda: harness.watcher.state.synced)
-        sim.faults.add_error("watch", "pods", status=500, count=2)
-        sim.faults.add_error("list", "pods", status=429, retry_after=0.1, count=1)
-        for i in range(10):
-            sim.store.create("pods", zombie(f"z{i}"))
-            if i % 3 == 0:
-                sim.faults.cut_watches()
-        await eventually(lambda: len(harness.cache) == 10, timeout=20)
-        assert harness.watcher.state.alive
-
-
-async def test_forbidden_scope_names_the_rule(sim: Simulator, tmp_path: Path) -> None:
-    token = sim.add_token("restricted", [PolicyRule(("",), ("pods",), ("get",))])
-    kubeconfig = sim.write_kubeconfig(tmp_path / "restricted", token=token)
-    queue: WorkQueue[str] = WorkQueue()
-    cache = PodCache(RULES, queue)
-    with capture_logs() as logs:
-        async with open_kube(str(kubeconfig)) as api:
-            watcher = Watcher(api, Scope("team-a"), cache)
-            async with anyio.create_task_group() as tg:
-                await tg.start(watcher.run)
-                await eventually(api.permissions.problems)
-                assert api.permissions.problems() == [
-                    "forbidden, missing RBAC rule: list pods in namespace team-a"
-                ]
-                assert not watcher.state.synced
-                tg.cancel_scope.cancel()
-    forbidden = [entry for entry in logs if entry["event"] == "api.forbidden"]
-    assert len(forbidden) == 1
-    assert forbidden[0]["missing_rule"] == "list pods in namespace team-a"
-    assert "cannot list resource" in forbidden[0]["message"]

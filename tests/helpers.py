@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import ipaddress
+import json
 import shutil
 import signal
 import socket
@@ -20,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import anyio
 from anyio.abc import Process
@@ -83,6 +84,20 @@ def wait_for(predicate: Callable[[], object], *, timeout: float, interval: float
 
 
 # -- processes ---------------------------------------------------------------------------
+
+
+def json_lines(raw: bytes | str) -> list[dict[str, Any]]:
+    """The JSON objects among the lines of a process's output (structured logs)."""
+    text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
 
 
 class Child:

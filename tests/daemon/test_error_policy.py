@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -18,19 +16,7 @@ from kubesim import Simulator
 from tests.daemon.capture import captured_logs
 from tests.daemon.conftest import ConfigFactory
 from tests.daemon.pods import zombie
-from tests.helpers import eventually
-
-
-def _events(output: bytes) -> list[dict[str, Any]]:
-    events = []
-    for line in output.decode(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            events.append(record)
-    return events
+from tests.helpers import eventually, json_lines
 
 
 @pytest.mark.subprocess
@@ -60,7 +46,7 @@ async def test_a_bug_in_classification_ends_the_process_non_zero(
             with anyio.fail_after(15):
                 code = await process.wait()
     assert code not in (0, None)
-    events = _events(log_path.read_bytes())
+    events = json_lines(log_path.read_bytes())
     (crash,) = [e for e in events if e.get("event") == "daemon.crashed"]
     assert "TypeError: injected bug in classification" in crash["exception"]
     assert not [e for e in events if e.get("event") in ("watch.error", "pod.delete_failed")]

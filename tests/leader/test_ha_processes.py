@@ -9,7 +9,6 @@ about one retry period).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -26,7 +25,7 @@ from anyio.abc import Process
 
 from kubesim import PolicyRule, Simulator
 from tests.daemon.pods import zombie
-from tests.helpers import eventually, stop_processes
+from tests.helpers import eventually, json_lines, stop_processes
 
 pytestmark = pytest.mark.subprocess
 
@@ -66,15 +65,7 @@ class Replica:
     log_path: Path
 
     def events(self, event: str) -> list[dict[str, Any]]:
-        found = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and record.get("event") == event:
-                found.append(record)
-        return found
+        return [r for r in json_lines(self.log_path.read_bytes()) if r.get("event") == event]
 
 
 class Replicas:

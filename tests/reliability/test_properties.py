@@ -19,7 +19,6 @@ function, whatever hypothesis' message says).
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -63,9 +62,6 @@ def rule_sets(draw: st.DrawFn) -> RuleSet:
 
 class ClusterHistory(RuleBasedStateMachine):
     portal: ClassVar[anyio.from_thread.BlockingPortal]
-    histories: ClassVar[int] = 0
-    faults: ClassVar[dict[str, int]] = {}
-    totals: ClassVar[dict[str, int]] = {}
 
     def __init__(self) -> None:
         super().__init__()
@@ -76,12 +72,8 @@ class ClusterHistory(RuleBasedStateMachine):
         assert self.live is not None
         return self.portal.call(functools.partial(getattr(self.live.world, name), *args, **kwargs))
 
-    def _fault(self, name: str) -> None:
-        type(self).faults[name] = type(self).faults.get(name, 0) + 1
-
     @initialize(rules=rule_sets(), seed=st.integers(0, 2**16), pods=st.integers(4, 12))
     def start(self, rules: RuleSet, seed: int, pods: int) -> None:
-        type(self).histories += 1
         self._cm = self.portal.wrap_async_context_manager(running(rules, seed=seed, pods=pods))
         self.live = self._cm.__enter__()
 
@@ -127,13 +119,11 @@ class ClusterHistory(RuleBasedStateMachine):
     @rule()
     def cut_watches(self) -> None:
         assert self.live is not None
-        self._fault("watch cut")
         self.portal.call(self.live.sim.faults.cut_watches)
 
     @rule(cut=st.booleans())
     def compact(self, cut: bool) -> None:
         assert self.live is not None
-        self._fault("compaction")
         self.portal.call(self.live.sim.compact)
         if cut:
             self.portal.call(self.live.sim.faults.cut_watches)
@@ -141,7 +131,6 @@ class ClusterHistory(RuleBasedStateMachine):
     @rule(down_for=st.sampled_from([0.0, 0.0, 0.2]))
     def restart_api_server(self, down_for: float) -> None:
         assert self.live is not None
-        self._fault("api server restart")
         self.portal.call(self.live.sim.restart, down_for)
 
     @rule(
@@ -152,7 +141,6 @@ class ClusterHistory(RuleBasedStateMachine):
     )
     def error_burst(self, verb: str, status: int, count: int, retry_after: float) -> None:
         assert self.live is not None
-        self._fault(f"{status} burst")
         faults = self.live.sim.faults
         self.portal.call(
             lambda: faults.add_error(
@@ -167,7 +155,6 @@ class ClusterHistory(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([0.02, 0.1]))
     def slow_deletes(self, seconds: float) -> None:
         assert self.live is not None
-        self._fault("delete latency")
         faults = self.live.sim.faults
         self.portal.call(lambda: faults.add_latency("delete", "pods", seconds))
 
@@ -196,13 +183,6 @@ class ClusterHistory(RuleBasedStateMachine):
             self._settle()
             self.nothing_wrong_deleted()
         finally:
-            figures = self.live.world.figures if self.live is not None else None
-            if figures is not None:
-                totals = type(self).totals
-                for name, value in (("zombies", figures.zombies), ("reaped", figures.reaped)):
-                    totals[name] = totals.get(name, 0) + value
-                for name, value in figures.actions.items():
-                    totals[name] = totals.get(name, 0) + value
             self._cm.__exit__(None, None, None)
             self._cm = None
             self.live = None
@@ -217,13 +197,4 @@ def portal() -> Iterator[anyio.from_thread.BlockingPortal]:
 @pytest.mark.timeout(1800 if profile_name() == "nightly" else 600)
 def test_random_cluster_histories(portal: anyio.from_thread.BlockingPortal) -> None:
     ClusterHistory.portal = portal
-    ClusterHistory.histories = 0
-    ClusterHistory.faults = {}
-    ClusterHistory.totals = {}
-    started = time.monotonic()
     run_state_machine_as_test(ClusterHistory, settings=budget())
-    print(
-        f"\nproperty: {ClusterHistory.histories} histories in "
-        f"{time.monotonic() - started:.1f}s, faults injected: {ClusterHistory.faults}, "
-        f"cluster: {ClusterHistory.totals}"
-    )

@@ -22,7 +22,7 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -149,10 +149,6 @@ class Figures:
     zombies: int = 0  # pods turned into selectable zombies by the driver
     reaped: int = 0  # zombied's accepted deletes
     wrong: int = 0  # safety violations
-    actions: dict[str, int] = field(default_factory=dict)
-
-    def count(self, action: str) -> None:
-        self.actions[action] = self.actions.get(action, 0) + 1
 
 
 class World:
@@ -262,7 +258,6 @@ class World:
         name = f"spot-{self._node_seq}"
         self._node_seq += 1
         self.sim.store.create("nodes", node_object(name, now=datetime.now(UTC)))
-        self.figures.count("node-added")
         return name
 
     def create_pod(
@@ -297,7 +292,6 @@ class World:
         )
         created = self.sim.store.create("pods", obj)
         self._model(created)
-        self.figures.count("pod-created")
         return f"{namespace}/{name}"
 
     def end_pod(
@@ -340,7 +334,6 @@ class World:
         model.ended = (stamp, stamp)
         if self.oracle.due(model) is not None:
             self.figures.zombies += 1
-        self.figures.count(f"end-{kind}")
         return updated
 
     def preempt(
@@ -378,7 +371,6 @@ class World:
         self.add_node()  # the cloud provider brings a fresh node
         if remove_node:
             self.sim.store.delete("nodes", "", node)
-        self.figures.count("preempt")
         return len(result.zombies)
 
     def replace(self, index: int, ending: str | None) -> str | None:
@@ -406,7 +398,6 @@ class World:
             current = self.sim.store.get("pods", namespace, name)
             assert current is not None
             self._end(current, ending)
-        self.figures.count("replace")
         return key
 
     def delete_by_other(self, index: int, *, terminal: bool = False) -> str | None:
@@ -422,7 +413,6 @@ class World:
             return None
         meta = pod["metadata"]
         self._delete(meta["namespace"], meta["name"])
-        self.figures.count("delete-by-other")
         return meta["name"]
 
     def _delete(self, namespace: str, name: str) -> None:
@@ -444,7 +434,6 @@ class World:
         annotations["zombied.io/keep"] = "true" if keep else "false"
         updated = self.sim.store.update("pods", pod, check_rv=False)
         self._model(updated).keep = keep
-        self.figures.count("annotate")
         return updated
 
     def relabel(self, index: int, precious: bool) -> str | None:
@@ -456,7 +445,6 @@ class World:
         pod["metadata"].setdefault("labels", {})["tier"] = "precious" if precious else "normal"
         updated = self.sim.store.update("pods", pod, check_rv=False)
         self._model(updated).precious = precious
-        self.figures.count("relabel")
         return updated
 
     # -- the promises ---------------------------------------------------------------------

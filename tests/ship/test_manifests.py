@@ -212,7 +212,7 @@ def test_leader_election_role_is_limited_to_its_lease(rendered: list[Obj]) -> No
 
 
 def test_namespaced_overlay_grants_only_the_watched_namespaces(namespaced: list[Obj]) -> None:
-    # Which verbs the roles hold is test_rbac_exact's: exactly what the daemon needs.
+    # Which verbs the roles hold is test_rbac_real's: exactly what the daemon needs.
     assert not find(namespaced, "ClusterRole")
     assert not find(namespaced, "ClusterRoleBinding")
     assert _config(namespaced).namespaces == OVERLAY_NAMESPACES

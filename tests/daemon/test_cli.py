@@ -201,20 +201,3 @@ async def test_scan_process_exit_codes(sim: Simulator, kubeconfig: Path) -> None
     failed = await anyio.run_process([*base, "--delete"], check=False)
     assert failed.returncode == 1
     assert "failed 1" in failed.stdout.decode()
-
-
-@pytest.mark.subprocess
-async def test_run_with_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) -> None:
-    names = [f"z{i}" for i in range(3)]
-    for name in names:
-        sim.store.create("pods", zombie(name))
-    async with zombied_run(kubeconfig, "--dry-run=server") as running:
-        await eventually(
-            lambda: sorted(e["pod"] for e in running.events("pod.dry_run")) == names, timeout=30
-        )
-        running.process.send_signal(signal.SIGTERM)
-        with anyio.fail_after(30):
-            assert await running.process.wait() == 0
-    # The server saw every DELETE, and every one of them as a dry run.
-    assert [record.dry_run for record in sim.deleted] == [True] * len(names)
-    assert all(sim.store.get("pods", "team-a", name) is not None for name in names)

@@ -1,10 +1,9 @@
-"""Three ``zombied run --leader-elect`` processes against one simulator.
+"""``zombied run --leader-elect`` processes against one simulator: a SIGTERM hands over.
 
 Each replica runs as its own process with its own token, so the simulator's request log
-and deletion records say which replica sent what. Only the Lease holder may delete;
-every zombie is reaped exactly once, through a SIGKILL of the leader (a standby takes
-over once the lease expires) and a SIGTERM (the lease is released, the handover takes
-about one retry period).
+says which replica sent what. A SIGTERM drains the leader and releases the lease: a
+standby takes over long before the lease could expire. (A SIGKILL, where the standby
+waits out the lease, is tests/realserver's, on a real kube-apiserver.)
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -29,10 +27,8 @@ from tests.helpers import eventually, json_lines, stop_processes
 
 pytestmark = pytest.mark.subprocess
 
-LEASE_DURATION = 3
-RETRY_PERIOD = 0.25
-#: What a process needs beyond the lease timing to notice and act (start-up excluded).
-SLACK = 1.5
+#: Far longer than any wait here: only a release explains a takeover.
+LEASE_DURATION = 60
 NAMESPACE = "default"
 
 
@@ -46,8 +42,8 @@ def replica_args(kubeconfig: Path) -> list[str]:
         "--leader-elect",
         f"--lease-namespace={NAMESPACE}",
         f"--lease-duration={LEASE_DURATION}",
-        "--renew-deadline=2",
-        f"--retry-period={RETRY_PERIOD}",
+        "--renew-deadline=40",
+        "--retry-period=0.25",
         "--listen=127.0.0.1:0",
         "--min-age=1s",
         "--qps=100",
@@ -135,58 +131,30 @@ def pod_deletes_by(sim: Simulator) -> dict[str, int]:
     return users
 
 
-async def test_one_deleter_through_kill_and_term(sim: Simulator, replicas: Replicas) -> None:
-    for index in range(3):
+async def test_a_sigterm_hands_the_lease_over(sim: Simulator, replicas: Replicas) -> None:
+    for index in range(2):
         await replicas.start(f"replica-{index}")
     first = await eventually(replicas.holder, timeout=30, message="a first leader")
     assert isinstance(first, Replica)
-    # Standbys keep their caches warm: each must be up before we time the takeover.
+    # The standby keeps its cache warm: it must be up before the handover.
     await eventually(
         lambda: all(r.events("daemon.started") for r in replicas.all),
         timeout=30,
         message="every replica started",
     )
-
     batch = add_zombies(sim, "first", 10)
     await eventually(lambda: batch <= reaped(sim).keys(), timeout=10, message="first batch")
     assert pod_deletes_by(sim) == {first.name: len(batch)}
 
-    # SIGKILL: no release; a standby takes over once the lease has expired for it.
-    killed_at = time.time()
-    first.process.kill()
-    await first.process.wait()
-    batch2 = add_zombies(sim, "second", 10)
-    bound = LEASE_DURATION + 2.2 * RETRY_PERIOD + SLACK
-    await eventually(
-        lambda: batch2 <= reaped(sim).keys(), timeout=bound + 5, message="second batch"
-    )
-    second = replicas.holder()
-    assert second is not None
+    first.process.send_signal(signal.SIGTERM)
+    with anyio.fail_after(30):
+        assert await first.process.wait() == 0
+    second = await eventually(replicas.holder, timeout=20, message="handover after SIGTERM")
+    assert isinstance(second, Replica)
     assert second is not first
-    latest = max(r.time for uid in batch2 for r in reaped(sim)[uid])
-    assert latest - killed_at <= bound
-
-    # SIGTERM: the leader drains, releases, and a standby takes over at its next retry.
-    termed_at = time.time()
-    second.process.send_signal(signal.SIGTERM)
-    await eventually(
-        lambda: (h := replicas.holder()) is not None and h is not second,
-        timeout=LEASE_DURATION,
-        message="handover after SIGTERM",
-    )
-    handover = time.time() - termed_at
-    assert handover < LEASE_DURATION  # the release, not the expiry, explains it
-    with anyio.fail_after(10):
-        assert await second.process.wait() == 0
-    third = replicas.holder()
-    assert third is not None
-    batch3 = add_zombies(sim, "third", 5)
-    await eventually(lambda: batch3 <= reaped(sim).keys(), timeout=10, message="third batch")
-
+    assert first.events("leader.released")
+    batch2 = add_zombies(sim, "second", 5)
+    await eventually(lambda: batch2 <= reaped(sim).keys(), timeout=10, message="second batch")
     # Every zombie reaped exactly once, each by the leader of its time.
     assert all(len(records) == 1 for records in reaped(sim).values())
-    users = pod_deletes_by(sim)
-    assert set(users) <= {first.name, second.name, third.name}
-    assert sum(users.values()) == len(batch) + len(batch2) + len(batch3)
-    assert second.events("leader.released")
-    assert not first.events("leader.released")
+    assert pod_deletes_by(sim) == {first.name: len(batch), second.name: len(batch2)}

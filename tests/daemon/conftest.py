@@ -1,17 +1,28 @@
-"""Configurations for running the daemon in-process against the simulator."""
+"""Configurations for running the daemon in-process against the simulator; its logs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
+from structlog.testing import capture_logs
+from structlog.typing import EventDict
 from zombied.config import load_config
 from zombied.rules import Rule, RuleSet, Selection
 
 ConfigFactory = Callable[..., Any]
+
+
+@contextmanager
+def captured_logs() -> Iterator[list[EventDict]]:
+    """Like ``capture_logs``, but per-pod fields bound with contextvars are included."""
+    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as entries:
+        yield entries
 
 
 def make_config(kubeconfig_path: Path, command: str = "run", **changes: Any) -> Any:

@@ -19,8 +19,7 @@ from zombied.kube import TOKEN_FILE_PERIOD, Credentials, Request, open_kube
 
 from kubesim import Simulator
 from kubesim.rbac import ALLOW_ALL
-from tests.daemon.capture import captured_logs
-from tests.daemon.conftest import ConfigFactory
+from tests.daemon.conftest import ConfigFactory, captured_logs
 from tests.daemon.pods import zombie
 from tests.helpers import eventually
 

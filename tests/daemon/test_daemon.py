@@ -14,8 +14,7 @@ from zombied.rules import Rule, RuleSet
 
 from kubesim import Simulator
 from kubesim.rbac import PolicyRule
-from tests.daemon.capture import captured_logs
-from tests.daemon.conftest import ConfigFactory
+from tests.daemon.conftest import ConfigFactory, captured_logs
 from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import eventually
 

@@ -13,8 +13,7 @@ from zombied.pod import parse_pod
 from zombied.reaper import Action, Reaper
 
 from kubesim import Simulator
-from tests.daemon.capture import captured_logs
-from tests.daemon.conftest import ConfigFactory
+from tests.daemon.conftest import ConfigFactory, captured_logs
 from tests.daemon.pods import zombie
 from tests.helpers import eventually, json_lines
 

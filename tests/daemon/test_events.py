@@ -12,7 +12,7 @@ from zombied.pod import parse_pod
 from zombied.reaper import Reaper
 
 from kubesim import Simulator
-from tests.daemon.capture import captured_logs
+from tests.daemon.conftest import captured_logs
 from tests.daemon.pods import zombie
 from tests.helpers import eventually
 

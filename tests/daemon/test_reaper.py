@@ -20,7 +20,7 @@ from zombied.reaper import Action, Reaper
 from zombied.rules import Rule, RuleSet
 
 from kubesim import Simulator
-from tests.daemon.capture import captured_logs
+from tests.daemon.conftest import captured_logs
 from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import eventually
 

@@ -1,19 +1,13 @@
 """Random cluster histories against zombied: search for a wrong delete or a missed zombie.
 
-A hypothesis state machine drives the simulator (pods created, ending every way the
-kubelet ends them, replaced under the same name, deleted by others, annotated,
-relabelled; nodes preempted; watches cut, history compacted, the API server restarted,
-error bursts and slow deletes) while the real daemon runs in-process over real HTTP.
-After every step: nothing was deleted that zombied's rules and the driver's own model
-did not select at that moment, and every delete named the uid zombied decided on.
-At every ``settle`` step and at the end, with faults stopped: every due zombie is gone
-within a bound and the queue holds no key of a pod that is gone.
-
-The simulator and the daemon run on an event loop in a helper thread (an anyio
-blocking portal); every step runs on that loop, so it is atomic for the daemon. No
-step waits on the wall clock: a failure prints ``@reproduce_failure(...)``, which
-replays the same history when put on the ``ClusterHistory`` class (not on the test
-function, whatever hypothesis' message says).
+A hypothesis state machine drives a `World` (pods created, ending every way, replaced,
+deleted by others, annotated, relabelled; nodes preempted; watches cut, history
+compacted, the API server restarted, error bursts, slow deletes) while the real daemon
+runs in-process. After every step nothing was deleted that the oracle did not select,
+each by the uid zombied decided on; at every ``settle`` and at the end, with faults
+stopped, every due zombie is gone and no key of a gone pod is queued. The steps run on
+the simulator's loop through a blocking portal; a failure's ``@reproduce_failure``
+replays on the ``ClusterHistory`` class.
 """
 
 from __future__ import annotations

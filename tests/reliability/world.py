@@ -1,18 +1,11 @@
-"""A simulated cluster with a history, an independent oracle, and zombied's promises.
+"""A simulated cluster with a history, and an oracle of what zombied may delete.
 
-This module owns `World`: it drives the simulator like kubelets, controllers and
-users would (pods created, failing every way design.md lists, replaced under the same
-name, deleted by others, annotated, relabelled; nodes preempted) while keeping its own
-model of what it did to every pod uid: how it ended, when (as the kubelet's
-whole-second timestamps say), its owner, annotation, labels and namespace. The safety
-and liveness checks judge zombied's deletes by that model alone, written from
-design.md: the configuration is read from its `RuleSet` as plain data, and nothing here
-asks `zombied.rules` for a decision, so a bug in the rules cannot hide itself by
-agreeing with its own oracle. It never talks to zombied: the property tests, the soak
-and the signal tests run zombied in-process or as a process and call the checks here.
-
-Every action is synchronous and must run on the simulator's event loop (the store is
-not thread-safe); the property tests call them through an anyio blocking portal.
+`World` drives the simulator as kubelets, controllers and users would, and keeps its
+own model of every pod uid (how and when it ended, owner, annotation, labels,
+namespace). The safety and liveness checks judge zombied's deletes by that model alone,
+written from design.md: nothing here asks `zombied.rules` for a decision, so a bug in
+the rules cannot hide by agreeing with its own oracle. Every action is synchronous and
+runs on the simulator's event loop.
 """
 
 from __future__ import annotations

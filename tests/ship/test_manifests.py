@@ -1,11 +1,7 @@
-"""The Kubernetes manifests render, validate against the API schemas, and say what we ship.
-
-The cluster-wide base (``kubectl apply -k manifests/``) and the namespaced overlay are
-rendered with the real ``kubectl kustomize`` and validated offline against the
-Kubernetes OpenAPI schemas (strict: unknown fields fail), then checked for the
-properties the README promises: probes, a locked-down security context, a grace period
-above the drain timeout, a disruption budget, the recommended labels, RBAC scoped to
-what the daemon does.
+"""The kustomize manifests, rendered with the real ``kubectl kustomize``, validate against
+the Kubernetes schemas (strictly) and say what we ship: probes, a locked-down security
+context, a grace period above the drain timeout, a disruption budget, the recommended
+labels, the leader-election Role limited to its Lease.
 """
 
 from __future__ import annotations

@@ -189,46 +189,6 @@ async def test_forbidden_delete_makes_readiness_false(
     assert forbidden[0]["missing_rule"] == "delete pods in namespace team-a"
 
 
-async def test_forbidden_events_and_lease_are_named_in_readiness(
-    sim: Simulator, config: ConfigFactory, tmp_path: Path
-) -> None:
-    token = sim.add_token(
-        "no-audit",
-        [
-            PolicyRule(("",), ("pods",), ("get", "list", "watch", "delete")),
-            PolicyRule(("coordination.k8s.io",), ("leases",), ("get", "create")),
-        ],
-    )
-    kubeconfig = sim.write_kubeconfig(tmp_path / "no-audit", token=token)
-    sim.store.create("pods", zombie("z"))
-    changes = {"leader_elect": True, "lease_duration": 3.0, "renew_deadline": 2.0}
-    async with Daemon(config(kubeconfig=str(kubeconfig), retry_period=0.5, **changes)) as daemon:
-        # It creates the Lease, leads and deletes; the Event and the first renewal are refused.
-        await eventually(lambda: sim.store.get("pods", "team-a", "z") is None, timeout=20)
-
-        async def both_named() -> bool:
-            status, body = await get(daemon.http_port, "/readyz")
-            return (
-                status == 503
-                and "forbidden, missing RBAC rule: create events in namespace team-a" in body
-                and "forbidden, missing RBAC rule: update leases" in body
-            )
-
-        await eventually(both_named, timeout=20)
-
-
-async def test_forbidden_list_names_the_cluster_rule(
-    sim: Simulator, config: ConfigFactory, tmp_path: Path
-) -> None:
-    token = sim.add_token("ns-only", [PolicyRule(("",), ("pods",), ("list",), namespace="x")])
-    kubeconfig = sim.write_kubeconfig(tmp_path / "restricted", token=token)
-    async with Daemon(config(kubeconfig=str(kubeconfig))) as daemon:
-        await eventually(lambda: "list pods" in daemon.readiness()[1])
-        status, body = await get(daemon.http_port, "/readyz")
-    assert status == 503
-    assert "list pods at the cluster scope" in body
-
-
 async def test_probes(sim: Simulator, config: ConfigFactory) -> None:
     sim.faults.add_latency("list", "pods", 0.5)
     async with Daemon(config()) as daemon:

@@ -1,160 +1,84 @@
 """``zombied run --leader-elect`` processes against one simulator: a SIGTERM hands over.
 
 Each replica runs as its own process with its own token, so the simulator's request log
-says which replica sent what. A SIGTERM drains the leader and releases the lease: a
+says which replica sent what. A SIGTERM drains the leader and releases the lease: the
 standby takes over long before the lease could expire. (A SIGKILL, where the standby
 waits out the lease, is tests/realserver's, on a real kube-apiserver.)
 """
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
-from collections.abc import AsyncIterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import Process
 
 from kubesim import PolicyRule, Simulator
 from tests.daemon.pods import zombie
-from tests.helpers import eventually, json_lines, stop_processes
+from tests.daemon.test_cli import Running, zombied_run
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.subprocess
 
 #: Far longer than any wait here: only a release explains a takeover.
-LEASE_DURATION = 60
-NAMESPACE = "default"
-
-
-def replica_args(kubeconfig: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "zombied",
-        "run",
-        f"--kubeconfig={kubeconfig}",
-        "--leader-elect",
-        f"--lease-namespace={NAMESPACE}",
-        f"--lease-duration={LEASE_DURATION}",
-        "--renew-deadline=40",
-        "--retry-period=0.25",
-        "--listen=127.0.0.1:0",
-        "--min-age=1s",
-        "--qps=100",
-        "--burst=100",
-        "--log-format=json",
-        "--log-level=debug",
-        "--drain-timeout=2",
-    ]
-
-
-@dataclass
-class Replica:
-    name: str
-    process: Process
-    log_path: Path
-
-    def events(self, event: str) -> list[dict[str, Any]]:
-        return [r for r in json_lines(self.log_path.read_bytes()) if r.get("event") == event]
-
-
-class Replicas:
-    def __init__(self, sim: Simulator, tmp_path: Path, stack: ExitStack) -> None:
-        self.sim = sim
-        self.tmp_path = tmp_path
-        self.stack = stack
-        self.all: list[Replica] = []
-
-    async def start(self, name: str) -> Replica:
-        """Start a replica with a token of its own."""
-        token = self.sim.add_token(name, [PolicyRule(["*"], ["*"], ["*"])])
-        kubeconfig = self.sim.write_kubeconfig(self.tmp_path / f"{name}.kubeconfig", token=token)
-        log_path = self.tmp_path / f"{name}.log"
-        log_file = self.stack.enter_context(log_path.open("wb"))
-        process = await anyio.open_process(
-            replica_args(kubeconfig),
-            stdout=log_file,
-            stderr=log_file,
-            env={**os.environ, "POD_NAME": name},
-        )
-        self.all.append(Replica(name, process, log_path))
-        return self.all[-1]
-
-    def holder(self) -> Replica | None:
-        """The running replica the Lease names, if any."""
-        lease = self.sim.store.get("leases", NAMESPACE, "zombied")
-        holder = str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
-        for replica in self.all:
-            running = replica.process.returncode is None
-            if running and holder.startswith(f"{replica.name}-"):
-                return replica
-        return None
-
-
-@pytest.fixture
-async def replicas(sim: Simulator, tmp_path: Path) -> AsyncIterator[Replicas]:
-    with ExitStack() as stack:
-        started = Replicas(sim, tmp_path, stack)
-        try:
-            yield started
-        finally:
-            await stop_processes(replica.process for replica in started.all)
+ELECTION = ("--leader-elect", "--lease-namespace=default", "--lease-duration=60")
+ELECTION += ("--renew-deadline=40", "--retry-period=0.25", "--drain-timeout=2")
 
 
 def add_zombies(sim: Simulator, prefix: str, count: int) -> set[str]:
-    uids = set()
-    for index in range(count):
-        created = sim.store.create("pods", zombie(f"{prefix}-{index}", NAMESPACE))
-        uids.add(created["metadata"]["uid"])
-    return uids
+    return {
+        sim.store.create("pods", zombie(f"{prefix}-{index}", "default"))["metadata"]["uid"]
+        for index in range(count)
+    }
 
 
-def reaped(sim: Simulator) -> dict[str, list[Any]]:
-    by_uid: dict[str, list[Any]] = {}
+def deletes_by(sim: Simulator) -> dict[str, set[str]]:
+    """The uids each user deleted, and each uid once only."""
+    users: dict[str, set[str]] = {}
     for record in sim.deleted:
-        if not record.dry_run:
-            by_uid.setdefault(record.obj["metadata"]["uid"], []).append(record)
-    return by_uid
-
-
-def pod_deletes_by(sim: Simulator) -> dict[str, int]:
-    users: dict[str, int] = {}
-    for request in sim.requests:
-        if request.resource == "pods" and request.verb == "delete":
-            users[request.user] = users.get(request.user, 0) + 1
+        assert not record.dry_run
+        uid = record.obj["metadata"]["uid"]
+        assert not any(uid in uids for uids in users.values()), f"{uid} deleted twice"
+        users.setdefault(record.user, set()).add(uid)
     return users
 
 
-async def test_a_sigterm_hands_the_lease_over(sim: Simulator, replicas: Replicas) -> None:
-    for index in range(2):
-        await replicas.start(f"replica-{index}")
-    first = await eventually(replicas.holder, timeout=30, message="a first leader")
-    assert isinstance(first, Replica)
-    # The standby keeps its cache warm: it must be up before the handover.
-    await eventually(
-        lambda: all(r.events("daemon.started") for r in replicas.all),
-        timeout=30,
-        message="every replica started",
-    )
-    batch = add_zombies(sim, "first", 10)
-    await eventually(lambda: batch <= reaped(sim).keys(), timeout=10, message="first batch")
-    assert pod_deletes_by(sim) == {first.name: len(batch)}
+def leading(replicas: dict[str, Running]) -> str | None:
+    """The one replica that acquired the lease and has not exited, if any."""
+    names = [
+        name
+        for name, running in replicas.items()
+        if running.events("leader.acquired") and running.process.returncode is None
+    ]
+    return names[0] if len(names) == 1 else None
 
-    first.process.send_signal(signal.SIGTERM)
-    with anyio.fail_after(30):
-        assert await first.process.wait() == 0
-    second = await eventually(replicas.holder, timeout=20, message="handover after SIGTERM")
-    assert isinstance(second, Replica)
-    assert second is not first
-    assert first.events("leader.released")
-    batch2 = add_zombies(sim, "second", 5)
-    await eventually(lambda: batch2 <= reaped(sim).keys(), timeout=10, message="second batch")
-    # Every zombie reaped exactly once, each by the leader of its time.
-    assert all(len(records) == 1 for records in reaped(sim).values())
-    assert pod_deletes_by(sim) == {first.name: len(batch), second.name: len(batch2)}
+
+async def test_a_sigterm_hands_the_lease_over(sim: Simulator, tmp_path: Path) -> None:
+    kubeconfigs = {
+        name: sim.write_kubeconfig(
+            tmp_path / name, token=sim.add_token(name, [PolicyRule(["*"], ["*"], ["*"])])
+        )
+        for name in ("one", "two")
+    }
+    async with (
+        zombied_run(kubeconfigs["one"], *ELECTION) as one,
+        zombied_run(kubeconfigs["two"], *ELECTION) as two,
+    ):
+        replicas = {"one": one, "two": two}
+        # The standby keeps its cache warm: both must be up before the handover.
+        await eventually(lambda: one.events("daemon.started") and two.events("daemon.started"))
+        first = await eventually(lambda: leading(replicas), timeout=30, message="a leader")
+        batch = add_zombies(sim, "first", 10)
+        await eventually(lambda: deletes_by(sim).get(first) == batch, timeout=10)
+
+        replicas[first].process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            assert await replicas[first].process.wait() == 0
+        assert replicas[first].events("leader.released")
+        second = await eventually(lambda: leading(replicas), timeout=20, message="a handover")
+        assert second != first
+        batch2 = add_zombies(sim, "second", 5)
+        await eventually(lambda: deletes_by(sim).get(second) == batch2, timeout=10)
+    # Each zombie deleted once, by the leader of its time.
+    assert deletes_by(sim) == {first: batch, second: batch2}

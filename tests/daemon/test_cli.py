@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ from zombied.cli import MAX_ERROR_CHARS, main
 
 from kubesim import Simulator
 from tests.daemon.pods import zombie
-from tests.helpers import eventually
+from tests.helpers import eventually, json_lines
 
 PYTHON = sys.executable
 
@@ -105,11 +104,8 @@ class Running:
         assert self.process.stdout is not None
         buffer = b""
         async for chunk in self.process.stdout:
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    self.logs.append(json.loads(line))
+            *lines, buffer = (buffer + chunk).split(b"\n")
+            self.logs.extend(json_lines(b"\n".join(lines)))
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [entry for entry in self.logs if entry.get("event") == name]
@@ -120,8 +116,11 @@ class Running:
 
 
 @asynccontextmanager
-async def zombied_run(kubeconfig: Path, *args: str) -> AsyncIterator[Running]:
-    command = [PYTHON, "-m", "zombied", "run", "--kubeconfig", str(kubeconfig)]
+async def zombied_run(
+    kubeconfig: Path, *args: str, module: str = "zombied"
+) -> AsyncIterator[Running]:
+    """``python -m zombied run`` (or ``module``'s) on a free port, min age 0, JSON logs."""
+    command = [PYTHON, "-m", module, "run", "--kubeconfig", str(kubeconfig)]
     command += ["--listen", "127.0.0.1:0", "--min-age", "0s", "--log-format", "json", *args]
     async with await anyio.open_process(command, stderr=subprocess.STDOUT) as process:
         running = Running(process)

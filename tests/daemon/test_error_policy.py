@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import anyio
@@ -15,40 +14,24 @@ from zombied.reaper import Action, Reaper
 from kubesim import Simulator
 from tests.daemon.conftest import ConfigFactory, captured_logs
 from tests.daemon.pods import zombie
-from tests.helpers import eventually, json_lines
+from tests.daemon.test_cli import zombied_run
+from tests.helpers import eventually
 
 
 @pytest.mark.subprocess
 async def test_a_bug_in_classification_ends_the_process_non_zero(
-    sim: Simulator, kubeconfig: Path, tmp_path: Path
+    sim: Simulator, kubeconfig: Path
 ) -> None:
     sim.store.create("pods", zombie("fine"))
-    log_path = tmp_path / "zombied.log"
-    with log_path.open("wb") as log_file:
-        process = await anyio.open_process(
-            [
-                sys.executable,
-                "-m",
-                "tests.daemon.buggy_run",
-                "run",
-                f"--kubeconfig={kubeconfig}",
-                "--listen=127.0.0.1:0",
-                "--min-age=0s",
-                "--log-format=json",
-            ],
-            stdout=log_file,
-            stderr=log_file,
-        )
-        async with process:
-            await eventually(lambda: sim.store.get("pods", "team-a", "fine") is None, timeout=30)
-            sim.store.create("pods", zombie("bug-1"))
-            with anyio.fail_after(15):
-                code = await process.wait()
+    async with zombied_run(kubeconfig, module="tests.daemon.buggy_run") as running:
+        await eventually(lambda: sim.store.get("pods", "team-a", "fine") is None, timeout=30)
+        sim.store.create("pods", zombie("bug-1"))
+        with anyio.fail_after(15):
+            code = await running.process.wait()
     assert code not in (0, None)
-    events = json_lines(log_path.read_bytes())
-    (crash,) = [e for e in events if e.get("event") == "daemon.crashed"]
+    (crash,) = running.events("daemon.crashed")
     assert "TypeError: injected bug in classification" in crash["exception"]
-    assert not [e for e in events if e.get("event") in ("watch.error", "pod.delete_failed")]
+    assert not running.events("watch.error") + running.events("pod.delete_failed")
     assert sim.store.get("pods", "team-a", "bug-1") is not None
 
 

@@ -67,10 +67,11 @@ async def test_a_sigterm_hands_the_lease_over(sim: Simulator, tmp_path: Path) ->
     ):
         replicas = {"one": one, "two": two}
         # The standby keeps its cache warm: both must be up before the handover.
-        await eventually(lambda: one.events("daemon.started") and two.events("daemon.started"))
+        started = lambda: one.events("daemon.started") and two.events("daemon.started")  # noqa: E731
+        await eventually(started, timeout=30, message="both replicas started")
         first = await eventually(lambda: leading(replicas), timeout=30, message="a leader")
         batch = add_zombies(sim, "first", 10)
-        await eventually(lambda: deletes_by(sim).get(first) == batch, timeout=10)
+        await eventually(lambda: deletes_by(sim).get(first) == batch, timeout=30)
 
         replicas[first].process.send_signal(signal.SIGTERM)
         with anyio.fail_after(30):
@@ -79,6 +80,6 @@ async def test_a_sigterm_hands_the_lease_over(sim: Simulator, tmp_path: Path) ->
         second = await eventually(lambda: leading(replicas), timeout=20, message="a handover")
         assert second != first
         batch2 = add_zombies(sim, "second", 5)
-        await eventually(lambda: deletes_by(sim).get(second) == batch2, timeout=10)
+        await eventually(lambda: deletes_by(sim).get(second) == batch2, timeout=30)
     # Each zombie deleted once, by the leader of its time.
     assert deletes_by(sim) == {first: batch, second: batch2}

@@ -23,12 +23,11 @@ from aiohttp import web
 from structlog.testing import capture_logs
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
-from zombied.kube import open_kube
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
-from zombied.watch import Scope, Watcher
 
 from kubesim import Simulator
+from tests.daemon.conftest import watching as daemon_watching
 from tests.helpers import eventually
 
 RULES = RuleSet((Rule("node-shutdown", 0.0),))
@@ -220,17 +219,10 @@ async def stub_server(script: Script, tmp_path: Path) -> AsyncIterator[Path]:
         await runner.cleanup()
 
 
-@asynccontextmanager
-async def watching(kubeconfig: Path, cache: PodCache, **options: Any) -> AsyncIterator[Watcher]:
-    """The real `Watcher` of every namespace, running until the block ends."""
-    async with open_kube(str(kubeconfig), pool_size=4) as kube:
-        watcher = Watcher(
-            kube, Scope(None), cache, backoff=Backoff(initial=0.01, cap=0.02, jitter=0.0), **options
-        )
-        async with anyio.create_task_group() as tg:
-            await tg.start(watcher.run)
-            yield watcher
-            tg.cancel_scope.cancel()
+def watching(kubeconfig: Path, cache: PodCache, **options: Any) -> Any:
+    """The real `Watcher` of every namespace, retrying at once."""
+    backoff = Backoff(initial=0.01, cap=0.02, jitter=0.0)
+    return daemon_watching(kubeconfig, cache, pool_size=4, backoff=backoff, **options)
 
 
 async def test_hostile_lines_are_skipped_and_the_watch_goes_on(tmp_path: Path) -> None:

@@ -35,17 +35,6 @@ async def test_a_bug_in_classification_ends_the_process_non_zero(
     assert sim.store.get("pods", "team-a", "bug-1") is not None
 
 
-async def test_a_500_on_delete_is_retried(sim: Simulator, config: ConfigFactory) -> None:
-    sim.faults.add_error("delete", "pods", status=500, count=2)
-    sim.store.create("pods", zombie("flaky"))
-    with captured_logs() as logs:
-        async with Daemon(config()) as daemon:
-            await eventually(lambda: sim.store.get("pods", "team-a", "flaky") is None)
-            assert daemon.healthy()
-    failed = [e for e in logs if e["event"] == "pod.delete_failed"]
-    assert [e["code"] for e in failed] == [500, 500]
-
-
 async def test_a_timed_out_delete_is_retried(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("slow")))
     slow = sim.faults.add_latency("delete", "pods", 5.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -117,12 +118,14 @@ class Running:
 
 @asynccontextmanager
 async def zombied_run(
-    kubeconfig: Path, *args: str, module: str = "zombied"
+    kubeconfig: Path, *args: str, module: str = "zombied", env: dict[str, str] | None = None
 ) -> AsyncIterator[Running]:
-    """``python -m zombied run`` (or ``module``'s) on a free port, min age 0, JSON logs."""
+    """``python -m zombied run`` (or ``module``'s) on a free port, min age 0, JSON logs;
+    ``env`` adds to the environment."""
     command = [PYTHON, "-m", module, "run", "--kubeconfig", str(kubeconfig)]
     command += ["--listen", "127.0.0.1:0", "--min-age", "0s", "--log-format", "json", *args]
-    async with await anyio.open_process(command, stderr=subprocess.STDOUT) as process:
+    environ = {**os.environ, **(env or {})}
+    async with await anyio.open_process(command, stderr=subprocess.STDOUT, env=environ) as process:
         running = Running(process)
         async with anyio.create_task_group() as tg:
             tg.start_soon(running.pump)

@@ -26,6 +26,7 @@ import pytest
 from zombied.rules import Rule, RuleSet
 
 from kubesim import Simulator
+from tests.daemon.test_cli import Running, zombied_run
 from tests.helpers import eventually
 from tests.reliability.live import LIVENESS_BOUND
 from tests.reliability.world import (
@@ -40,6 +41,20 @@ SECONDS = float(os.environ.get("SOAK_S") or 60)
 SEED = int(os.environ.get("SOAK_SEED") or 0)
 RULES = RuleSet((Rule("node-shutdown", 0.0), Rule("evicted", 0.0)), frozenset({"Job"}))
 LEASE_DURATION = 3.0
+ARGS = (
+    "--leader-elect",
+    "--lease-namespace=default",
+    f"--lease-duration={LEASE_DURATION}",
+    "--renew-deadline=2",
+    "--retry-period=0.4",
+    "--rules=" + ",".join(f"{rule.name}={rule.min_age}" for rule in RULES.rules),
+    "--exclude-owner-kinds=" + ",".join(sorted(RULES.exclude_owner_kinds)),
+    "--exclude-namespaces=" + ",".join(EXCLUDED_NAMESPACES),
+    f"--label-selector={LABEL_SELECTOR}",
+    "--qps=200",
+    "--burst=100",
+    "--drain-timeout=5",
+)
 POPULATION = 60
 #: Like kube-controller-manager's --terminated-pod-gc-threshold (12,500), scaled down.
 TERMINAL_GC_THRESHOLD = 300
@@ -58,90 +73,56 @@ class SoakResult:
 
 
 class ProcessReplica:
-    """One ``python -m zombied run --leader-elect`` process; killed with SIGKILL or SIGTERM."""
+    """One ``zombied run --leader-elect`` process, restarted after each kill."""
 
-    def __init__(self, name: str, kubeconfig: Path, sim: Simulator, log_dir: Path) -> None:
+    def __init__(self, name: str, kubeconfig: Path, sim: Simulator) -> None:
         self.name = name
+        self.kubeconfig = kubeconfig
         self.sim = sim
-        self.log = log_dir / f"{name}.log"
-        self.command = [
-            sys.executable,
-            "-m",
-            "zombied",
-            "run",
-            f"--kubeconfig={kubeconfig}",
-            "--leader-elect",
-            "--lease-namespace=default",
-            f"--lease-duration={LEASE_DURATION}",
-            "--renew-deadline=2",
-            "--retry-period=0.4",
-            "--rules=" + ",".join(f"{rule.name}={rule.min_age}" for rule in RULES.rules),
-            "--exclude-owner-kinds=" + ",".join(sorted(RULES.exclude_owner_kinds)),
-            "--exclude-namespaces=" + ",".join(EXCLUDED_NAMESPACES),
-            f"--label-selector={LABEL_SELECTOR}",
-            "--qps=200",
-            "--burst=100",
-            "--drain-timeout=5",
-            "--listen=127.0.0.1:0",
-            "--log-format=json",
-        ]
-        self.process: anyio.abc.Process | None = None
+        self.running: Running | None = None
         self.ready = False
         #: Exit codes of runs ended with SIGTERM (must all be 0).
         self.drain_exits: list[int] = []
         self._drained = False
-        self._done = anyio.Event()
-        self._done.set()
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.ready
+        self.done = anyio.Event()
+        self.done.set()
 
     @property
     def leading(self) -> bool:
         lease = self.sim.store.get("leases", "default", "zombied") or {}
         holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
-        return self.running and holder.startswith(f"{self.name}-")
+        return self.ready and holder.startswith(f"{self.name}-")
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        self._done, self.ready, self._drained = anyio.Event(), False, False
-        env = {**os.environ, "POD_NAME": self.name, "PYTHONUNBUFFERED": "1"}
+        self.done, self.ready, self._drained = anyio.Event(), False, False
         try:
-            with self.log.open("ab") as log:
-                async with await anyio.open_process(
-                    self.command, stdout=log, stderr=log, env=env
-                ) as process:
-                    self.process = process
-                    mark = self.log.stat().st_size
-
-                    def started() -> bool:
-                        synced = b'"watch.synced"' in self.log.read_bytes()[mark:]
-                        return synced or process.returncode is not None
-
-                    # Under chaos the first LIST may fail again and again: a slow start.
-                    await eventually(started, timeout=600, interval=0.05)
-                    self.ready = process.returncode is None
-                    task_status.started()
-                    code = await process.wait()
-                    if self._drained:
-                        self.drain_exits.append(code)
+            async with zombied_run(self.kubeconfig, *ARGS, env={"POD_NAME": self.name}) as run:
+                self.running = run
+                process = run.process
+                # Under chaos the first LIST may fail again and again: a slow start.
+                started = lambda: run.events("watch.synced") or process.returncode is not None  # noqa: E731
+                await eventually(started, timeout=600, interval=0.05)
+                self.ready = process.returncode is None
+                task_status.started()
+                code = await process.wait()
+                if self._drained:
+                    self.drain_exits.append(code)
         finally:
-            self.process = None
             self.ready = False
-            self._done.set()
+            self.done.set()
 
     def kill(self, *, drain: bool) -> None:
         """SIGTERM (drain, exit 0 expected) or SIGKILL (a crash: the lease is not released)."""
-        if self.process is None or self.process.returncode is not None:
+        if not self.ready or self.running is None:
             return
         self._drained = drain
         self.ready = False
-        self.process.send_signal(signal.SIGTERM if drain else signal.SIGKILL)
+        self.running.process.send_signal(signal.SIGTERM if drain else signal.SIGKILL)
 
     async def restart(self, tg: anyio.abc.TaskGroup, delay: float) -> None:
-        await self._done.wait()
+        await self.done.wait()
         await anyio.sleep(delay)
         await tg.start(self.run)
 
@@ -230,7 +211,7 @@ async def chaos_driver(
             await sim.restart(down_for=rng.choice([0.0, 0.0, 0.2, 1.0]))
             result.api_restarts += 1
         elif roll < 0.85:
-            leaders = [r for r in replicas if r.leading] or [r for r in replicas if r.running]
+            leaders = [r for r in replicas if r.leading] or [r for r in replicas if r.ready]
             if leaders:
                 victim = rng.choice(leaders)
                 victim.kill(drain=rng.random() < 0.5)
@@ -252,22 +233,22 @@ async def settle(sim: Simulator, world: World, replicas: list[ProcessReplica]) -
     sim.faults.clear()
     # Killed replicas come back within a few seconds (their restart is scheduled).
     with contextlib.suppress(AssertionError):
-        await eventually(lambda: all(r.running for r in replicas), timeout=30, interval=0.1)
+        await eventually(lambda: all(r.ready for r in replicas), timeout=30, interval=0.1)
     with contextlib.suppress(AssertionError):
         bound = LIVENESS_BOUND + 2 * LEASE_DURATION + 20
         await eventually(lambda: not world.pending_zombies(), timeout=bound, interval=0.1)
     return world.pending_zombies()
 
 
-async def run_soak(seconds: float, seed: int, log_dir: Path) -> tuple[SoakResult, World]:
+async def run_soak(seconds: float, seed: int, tmp: Path) -> tuple[SoakResult, World]:
     rng = random.Random(seed)
     result = SoakResult()
     sim = Simulator(bookmark_interval=0.5, seed=seed, history_window=5_000)
     world = World(sim, RULES, seed=seed)
     async with sim, anyio.create_task_group() as tg:
         world.start(nodes=6, pods=POPULATION)
-        kubeconfig = sim.write_kubeconfig(log_dir / "kubeconfig")
-        replicas = [ProcessReplica(f"zombied-{i}", kubeconfig, sim, log_dir) for i in range(2)]
+        kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
+        replicas = [ProcessReplica(f"zombied-{i}", kubeconfig, sim) for i in range(2)]
         for replica in replicas:
             await tg.start(replica.run)
         with anyio.move_on_after(seconds):
@@ -280,14 +261,14 @@ async def run_soak(seconds: float, seed: int, log_dir: Path) -> tuple[SoakResult
             replica.kill(drain=True)
         with anyio.move_on_after(30):
             for replica in replicas:
-                await replica._done.wait()
+                await replica.done.wait()
         result.bad_exits = [code for r in replicas for code in r.drain_exits if code != 0]
         tg.cancel_scope.cancel()  # latency removals still sleeping
     world.check_safety()
     if world.violations or result.left or result.bad_exits:
         for replica in replicas:
-            tail = replica.log.read_bytes()[-3000:].decode(errors="replace")
-            print(f"--- {replica.name} log tail ---\n{tail}", file=sys.stderr)
+            tail = replica.running.logs[-20:] if replica.running else []
+            print(f"--- {replica.name} log tail ---", *tail, sep="\n", file=sys.stderr)
     return result, world
 
 

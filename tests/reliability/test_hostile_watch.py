@@ -27,6 +27,7 @@ from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
 
 from kubesim import Simulator
+from tests.daemon import pods
 from tests.daemon.conftest import watching as daemon_watching
 from tests.helpers import eventually
 
@@ -34,26 +35,9 @@ RULES = RuleSet((Rule("node-shutdown", 0.0),))
 
 
 def zombie(name: str, rv: int, **extra_meta: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "team-a",
-            "uid": f"uid-{name}",
-            "resourceVersion": str(rv),
-            **extra_meta,
-        },
-        "spec": {"nodeName": "spot-1"},
-        "status": {
-            "phase": "Failed",
-            "reason": "Terminated",
-            "message": "Pod was terminated in response to imminent node shutdown.",
-            "containerStatuses": [
-                {"name": "app", "state": {"terminated": {"finishedAt": "2024-05-01T10:00:00Z"}}}
-            ],
-        },
-    }
+    obj = pods.zombie(name)
+    obj["metadata"].update(uid=f"uid-{name}", resourceVersion=str(rv), **extra_meta)
+    return obj
 
 
 def event(kind: str, obj: object) -> bytes:

@@ -17,7 +17,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -173,13 +173,19 @@ class Child:
                 raise RuntimeError(f"{what} exited with {self.returncode}:\n{self.tail()}")
             return ready()
 
-        try:
+        with self.stopped_on_error():
             if not wait_for(up, timeout=timeout):
                 raise RuntimeError(f"{what} {failure} within {timeout:g} s:\n{self.tail()}")
+        return self
+
+    @contextlib.contextmanager
+    def stopped_on_error(self) -> Iterator[None]:
+        """Stop the process if the block raises: a half-started child must not outlive it."""
+        try:
+            yield
         except BaseException:
             self.stop()
             raise
-        return self
 
     def stop(self) -> int | None:
         """SIGTERM, wait ``stop_timeout`` seconds, then SIGKILL; idempotent. The exit code."""

@@ -1,13 +1,9 @@
 """Harness utilities shared by the test suite and the benchmark.
 
-This module owns the few things every harness needs and must get right once: a free
-loopback port, waiting on a condition (:func:`eventually` in async code,
-:func:`wait_for` in threads and scripts) instead of sleeping, child processes that are
-always stopped (:class:`Child` for synchronous harnesses, :func:`stop_processes` for
-anyio processes), and throw-away TLS certificates made with the ``openssl`` command.
-Waiting never sleeps longer than the polling interval; a stop always escalates from
-SIGTERM to SIGKILL; nothing here ever talks to an address other than the loopback.
-It knows nothing of zombied or of the simulator.
+A free loopback port, waiting on a condition instead of sleeping (:func:`eventually`
+in async code, :func:`wait_for` elsewhere), child processes that are always stopped
+(SIGTERM, then SIGKILL), and throw-away TLS certificates made with ``openssl``. It
+knows nothing of zombied or of the simulator.
 """
 
 from __future__ import annotations
@@ -15,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import ipaddress
+import json
 import shutil
 import signal
 import socket
@@ -24,14 +21,12 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import anyio
 from anyio.abc import Process
 
 LOOPBACK: Final = "127.0.0.1"
-#: The names a loopback serving certificate is valid for.
-LOOPBACK_NAMES: Final = (LOOPBACK, "localhost")
 
 Predicate = Callable[[], object] | Callable[[], Awaitable[object]]
 
@@ -53,10 +48,7 @@ async def eventually(
     message: str | None = None,
 ) -> object:
     """Poll ``predicate`` (sync or async) until it returns a truthy value; return it.
-
-    Raises AssertionError naming the predicate (or ``message``) and the last value
-    or exception seen when ``timeout`` seconds pass first.
-    """
+    After ``timeout`` seconds, AssertionError with the last value or exception seen."""
     last: object = None
     last_exc: BaseException | None = None
     with anyio.move_on_after(timeout):
@@ -79,11 +71,8 @@ async def eventually(
 
 
 def wait_for(predicate: Callable[[], object], *, timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``predicate`` until it returns a truthy value or ``timeout`` seconds pass.
-
-    Returns whether it held. An OSError or ValueError from the predicate (a server not
-    listening yet, half-written JSON) counts as "not yet"; anything else propagates.
-    """
+    """Whether ``predicate`` held within ``timeout`` seconds; an OSError or ValueError
+    from it (a server not listening yet, half-written JSON) counts as "not yet"."""
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(OSError, ValueError):
@@ -97,13 +86,23 @@ def wait_for(predicate: Callable[[], object], *, timeout: float, interval: float
 # -- processes ---------------------------------------------------------------------------
 
 
-class Child:
-    """One child process with its output in a log file; stopped on exit, always.
+def json_lines(raw: bytes | str) -> list[dict[str, Any]]:
+    """The JSON objects among the lines of a process's output (structured logs)."""
+    text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
 
-    Used as a context manager (or through :meth:`start`, which also waits until the
-    process is ready). The child runs in its own session, so a Ctrl-C meant for the
-    harness does not reach it before the harness stops it in order.
-    """
+
+class Child:
+    """One child process, in its own session, with its output in a log file; stopped
+    on exit, always. A context manager, or :meth:`start`, which also waits until ready."""
 
     def __init__(
         self,
@@ -164,11 +163,8 @@ class Child:
         what: str | None = None,
         failure: str = "did not become ready",
     ) -> Child:
-        """Start the process and wait until ``ready`` holds.
-
-        Raises, with the end of the child's output, if the process exits first or
-        ``ready`` does not hold within ``timeout`` seconds; the child is stopped then.
-        """
+        """Start the process and wait until ``ready`` holds; stop it and raise, with the
+        end of its output, if it exits first or is not ready within ``timeout`` seconds."""
         what = what or self.name
         self.__enter__()
 
@@ -192,10 +188,7 @@ class Child:
             raise
 
     def stop(self) -> int | None:
-        """SIGTERM, wait ``stop_timeout`` seconds, SIGKILL if it will not go; idempotent.
-
-        Returns the exit code (None if the process was never started).
-        """
+        """SIGTERM, wait ``stop_timeout`` seconds, then SIGKILL; idempotent. The exit code."""
         proc = self._proc
         if proc is None:
             return None
@@ -224,12 +217,8 @@ class Child:
 
 
 async def stop_processes(processes: Iterable[Process], *, grace: float = 10.0) -> None:
-    """SIGTERM each process still running, give each ``grace`` seconds, kill the rest.
-
-    The anyio counterpart of :meth:`Child.stop`, for tests that run processes in the
-    event loop. Shielded, as it runs in the ``finally`` of tests that may be cancelled;
-    every process is closed afterwards.
-    """
+    """SIGTERM each process still running, give each ``grace`` seconds, kill the rest;
+    shielded (it runs in the ``finally`` of tests that may be cancelled)."""
     processes = list(processes)
     with anyio.CancelScope(shield=True):
         for process in processes:
@@ -260,26 +249,12 @@ class Certificate:
         return self.cert.read_bytes()
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise RuntimeError("the openssl command is needed to make a certificate")
-    subprocess.run([openssl, *args], cwd=cwd, check=True, capture_output=True)
-
-
-def _subject_alt_names(hosts: Iterable[str]) -> str:
-    names = []
-    for host in hosts:
-        try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            names.append(f"DNS:{host}")
-        else:
-            names.append(f"IP:{host}")
-    return ",".join(names)
-
-
-_NEW_KEY: Final = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+def _alt_name(host: str) -> str:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return f"DNS:{host}"
+    return f"IP:{host}"
 
 
 def self_signed(
@@ -287,81 +262,21 @@ def self_signed(
     name: str,
     *,
     common_name: str,
-    hosts: Sequence[str] = LOOPBACK_NAMES,
+    hosts: Sequence[str] = (LOOPBACK, "localhost"),
     days: int = 2,
 ) -> Certificate:
-    """``<name>.crt`` and ``<name>.key`` in ``directory``: a self-signed P-256 certificate.
-
-    It serves ``hosts`` (IP addresses or DNS names; none: a certificate that only
-    signs) and is a CA, so :func:`signed_by` can issue certificates with it.
-    """
+    """``<name>.crt`` and ``<name>.key`` in ``directory``: a self-signed P-256 CA
+    certificate serving ``hosts`` (IP addresses or DNS names)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RuntimeError("the openssl command is needed to make a certificate")
     directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    new_key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    alt_names = ",".join(_alt_name(host) for host in hosts)
     extensions = ["-addext", "basicConstraints=critical,CA:TRUE"]
-    if hosts:
-        extensions += ["-addext", f"subjectAltName={_subject_alt_names(hosts)}"]
-    _openssl(
-        "req",
-        "-x509",
-        *_NEW_KEY,
-        "-keyout",
-        f"{name}.key",
-        "-out",
-        f"{name}.crt",
-        "-days",
-        str(days),
-        "-subj",
-        f"/CN={common_name}",
-        *extensions,
-        cwd=directory,
-    )
-    return Certificate(directory / f"{name}.crt", directory / f"{name}.key")
-
-
-def signed_by(
-    ca: Certificate,
-    directory: Path,
-    name: str,
-    *,
-    common_name: str,
-    hosts: Sequence[str] = (),
-    days: int = 2,
-) -> Certificate:
-    """``<name>.crt`` and ``<name>.key`` in ``directory``, issued by ``ca``.
-
-    With ``hosts``, a serving certificate for them; without, a client certificate
-    whose common name is the user an API server sees.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    _openssl(
-        "req",
-        *_NEW_KEY,
-        "-keyout",
-        f"{name}.key",
-        "-out",
-        f"{name}.csr",
-        "-subj",
-        f"/CN={common_name}",
-        cwd=directory,
-    )
-    extensions = []
-    if hosts:
-        (directory / f"{name}.ext").write_text(f"subjectAltName={_subject_alt_names(hosts)}\n")
-        extensions = ["-extfile", f"{name}.ext"]
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        f"{name}.csr",
-        "-CA",
-        str(ca.cert.resolve()),
-        "-CAkey",
-        str(ca.key.resolve()),
-        "-CAcreateserial",
-        "-out",
-        f"{name}.crt",
-        "-days",
-        str(days),
-        *extensions,
-        cwd=directory,
-    )
-    return Certificate(directory / f"{name}.crt", directory / f"{name}.key")
+    extensions += ["-addext", f"subjectAltName={alt_names}"]
+    subject = ["-subj", f"/CN={common_name}", "-days", str(days)]
+    command = [openssl, "req", "-x509", *new_key, "-keyout", str(key), "-out", str(cert)]
+    subprocess.run([*command, *subject, *extensions], check=True, capture_output=True)
+    return Certificate(cert, key)

@@ -1,17 +1,32 @@
-"""Configurations for running the daemon in-process against the simulator."""
+"""The daemon and its watch in-process against an API server: configurations, logs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+import structlog
+from structlog.testing import capture_logs
+from structlog.typing import EventDict
+from zombied.cache import PodCache
 from zombied.config import load_config
+from zombied.kube import open_kube
 from zombied.rules import Rule, RuleSet, Selection
+from zombied.watch import Scope, Watcher
 
 ConfigFactory = Callable[..., Any]
+
+
+@contextmanager
+def captured_logs() -> Iterator[list[EventDict]]:
+    """Like ``capture_logs``, but per-pod fields bound with contextvars are included."""
+    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as entries:
+        yield entries
 
 
 def make_config(kubeconfig_path: Path, command: str = "run", **changes: Any) -> Any:
@@ -52,3 +67,18 @@ def config(kubeconfig: Path) -> ConfigFactory:
         return make_config(kubeconfig, **changes)
 
     return factory
+
+
+@asynccontextmanager
+async def watching(
+    kubeconfig: Path, cache: PodCache, scope: Scope | None = None, **options: Any
+) -> AsyncIterator[Watcher]:
+    """The real `Watcher` of ``scope`` (every namespace) filling ``cache`` until the block
+    ends; ``pool_size`` goes to the client, every other option to the watcher."""
+    client = {"pool_size": options.pop("pool_size")} if "pool_size" in options else {}
+    async with open_kube(str(kubeconfig), **client) as kube:
+        watcher = Watcher(kube, scope or Scope(None), cache, **options)
+        async with anyio.create_task_group() as tg:
+            await tg.start(watcher.run)
+            yield watcher
+            tg.cancel_scope.cancel()

@@ -14,8 +14,7 @@ from zombied.rules import Rule, RuleSet
 
 from kubesim import Simulator
 from kubesim.rbac import PolicyRule
-from tests.daemon.capture import captured_logs
-from tests.daemon.conftest import ConfigFactory
+from tests.daemon.conftest import ConfigFactory, captured_logs
 from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import eventually
 
@@ -128,26 +127,6 @@ async def test_watches_one_scope_per_namespace(sim: Simulator, config: ConfigFac
     assert paths == {"/api/v1/namespaces/team-a/pods", "/api/v1/namespaces/team-b/pods"}
 
 
-async def test_statefulset_replacement_survives(sim: Simulator, config: ConfigFactory) -> None:
-    sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
-    sim.faults.add_latency("delete", "pods", 1.0)
-    conflicts = reaped("conflict")
-    async with Daemon(config()) as daemon:
-        await eventually(daemon.ready)
-        preempt(sim, "node-1", ["db-0"])
-        # The DELETE is on its way; the StatefulSet controller recreates db-0 meanwhile.
-        await eventually(lambda: daemon.leadership.in_flight == 1)
-        old_uid = sim.store.get("pods", "team-a", "db-0")["metadata"]["uid"]
-        sim.store.delete("pods", "team-a", "db-0")
-        sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
-        await eventually(lambda: reaped("conflict") == conflicts + 1)
-        await eventually(lambda: settled(daemon))
-    replacement = sim.store.get("pods", "team-a", "db-0")
-    assert replacement is not None
-    assert replacement["metadata"]["uid"] != old_uid
-    assert replacement["status"]["phase"] == "Running"
-
-
 async def test_client_dry_run_deletes_nothing(sim: Simulator, config: ConfigFactory) -> None:
     for i in range(3):
         sim.store.create("pods", zombie(f"z{i}"))
@@ -159,17 +138,6 @@ async def test_client_dry_run_deletes_nothing(sim: Simulator, config: ConfigFact
     assert len(sim.store.list("pods", "team-a")) == 3
     dry = [e for e in logs if e["event"] == "pod.dry_run"]
     assert sorted(e["pod"] for e in dry) == ["z0", "z1", "z2"]
-
-
-async def test_server_dry_run_deletes_nothing(sim: Simulator, config: ConfigFactory) -> None:
-    sim.store.create("pods", zombie("z"))
-    async with Daemon(config(dry_run=DryRun.SERVER)) as daemon:
-        await eventually(lambda: len(sim.deleted) == 1)
-        await eventually(lambda: len(daemon.queue) == 0 and daemon.queue.processing == 0)
-    assert sim.deleted[0].dry_run
-    assert sim.store.get("pods", "team-a", "z") is not None
-    deletes = [parse_qs(r.query) for r in sim.requests if r.verb == "delete"]
-    assert deletes == [{}]
 
 
 async def test_no_zombie_lost_to_faults(sim: Simulator, config: ConfigFactory) -> None:
@@ -221,46 +189,6 @@ async def test_forbidden_delete_makes_readiness_false(
     assert forbidden[0]["missing_rule"] == "delete pods in namespace team-a"
 
 
-async def test_forbidden_events_and_lease_are_named_in_readiness(
-    sim: Simulator, config: ConfigFactory, tmp_path: Path
-) -> None:
-    token = sim.add_token(
-        "no-audit",
-        [
-            PolicyRule(("",), ("pods",), ("get", "list", "watch", "delete")),
-            PolicyRule(("coordination.k8s.io",), ("leases",), ("get", "create")),
-        ],
-    )
-    kubeconfig = sim.write_kubeconfig(tmp_path / "no-audit", token=token)
-    sim.store.create("pods", zombie("z"))
-    changes = {"leader_elect": True, "lease_duration": 3.0, "renew_deadline": 2.0}
-    async with Daemon(config(kubeconfig=str(kubeconfig), retry_period=0.5, **changes)) as daemon:
-        # It creates the Lease, leads and deletes; the Event and the first renewal are refused.
-        await eventually(lambda: sim.store.get("pods", "team-a", "z") is None, timeout=20)
-
-        async def both_named() -> bool:
-            status, body = await get(daemon.http_port, "/readyz")
-            return (
-                status == 503
-                and "forbidden, missing RBAC rule: create events in namespace team-a" in body
-                and "forbidden, missing RBAC rule: update leases" in body
-            )
-
-        await eventually(both_named, timeout=20)
-
-
-async def test_forbidden_list_names_the_cluster_rule(
-    sim: Simulator, config: ConfigFactory, tmp_path: Path
-) -> None:
-    token = sim.add_token("ns-only", [PolicyRule(("",), ("pods",), ("list",), namespace="x")])
-    kubeconfig = sim.write_kubeconfig(tmp_path / "restricted", token=token)
-    async with Daemon(config(kubeconfig=str(kubeconfig))) as daemon:
-        await eventually(lambda: "list pods" in daemon.readiness()[1])
-        status, body = await get(daemon.http_port, "/readyz")
-    assert status == 503
-    assert "list pods at the cluster scope" in body
-
-
 async def test_probes(sim: Simulator, config: ConfigFactory) -> None:
     sim.faults.add_latency("list", "pods", 0.5)
     async with Daemon(config()) as daemon:
@@ -273,11 +201,15 @@ async def test_probes(sim: Simulator, config: ConfigFactory) -> None:
         assert daemon.healthy()
 
 
-async def test_drain_finishes_due_deletes(sim: Simulator, config: ConfigFactory) -> None:
+async def test_drain_finishes_due_deletes_and_their_events(
+    sim: Simulator, config: ConfigFactory
+) -> None:
     for i in range(3):
         sim.store.create("pods", zombie(f"due-{i}", finished_ago=3600))
     sim.store.create("pods", zombie("later", finished_ago=0))
     sim.faults.add_latency("delete", "pods", 0.3)
+    # The Events wait on the server a little, so the drain starts with them queued.
+    sim.faults.add_latency("create", "events", 0.3)
     cfg = config(rules=RuleSet((Rule("node-shutdown", 600.0),)), max_in_flight=1)
     async with Daemon(cfg) as daemon:
         await eventually(lambda: daemon.leadership.in_flight == 1)
@@ -287,8 +219,10 @@ async def test_drain_finishes_due_deletes(sim: Simulator, config: ConfigFactory)
         assert "draining" in daemon.readiness()[1]
     assert deleted_names(sim) == ["team-a/due-0", "team-a/due-1", "team-a/due-2"]
     assert sim.store.get("pods", "team-a", "later") is not None
-    (drained,) = [e for e in logs if e["event"] == "daemon.drained"]
-    assert drained["left_not_due"] == 1
+    assert len(sim.store.list("events", "team-a")) == 3
+    assert "event.dropped" not in [e["event"] for e in logs]
+    assert logs[-1]["event"] == "daemon.drained"
+    assert logs[-1]["left_not_due"] == 1
 
 
 async def test_drain_timeout_cuts_slow_deletes(sim: Simulator, config: ConfigFactory) -> None:
@@ -300,40 +234,6 @@ async def test_drain_timeout_cuts_slow_deletes(sim: Simulator, config: ConfigFac
             with anyio.fail_after(10):
                 await daemon.drain()
     assert any(e["event"] == "daemon.drain_timeout" for e in logs)
-
-
-async def test_only_the_leader_deletes(sim: Simulator, config: ConfigFactory) -> None:
-    election = {
-        "leader_elect": True,
-        "lease_name": "zombied",
-        "lease_namespace": "zombied",
-        "lease_duration": 2.0,
-        "renew_deadline": 1.5,
-        "retry_period": 0.2,
-    }
-    sim.store.create("namespaces", {"metadata": {"name": "zombied"}})
-    sim.store.create("pods", zombie("first"))
-    async with Daemon(config(**election), identity="one") as one:
-        await eventually(lambda: len(deleted_names(sim)) == 1)
-        assert one.leadership.leading
-        async with Daemon(config(**election), identity="two") as two:
-            await eventually(two.ready)
-            assert not two.leadership.leading
-            sim.faults.add_latency("delete", "pods", 0.2)
-            sim.store.create("pods", zombie("second"))
-            await eventually(lambda: "team-a/second" in two.cache)
-            await eventually(lambda: len(deleted_names(sim)) == 2)
-            await one.drain()  # releases the lease: two takes over at once
-            await eventually(lambda: two.leadership.leading, timeout=10)
-            sim.store.create("pods", zombie("third"))
-            await eventually(lambda: len(deleted_names(sim)) == 3)
-            _, body = await get(two.http_port, "/metrics")
-            assert "zombied_leader 1.0" in body
-    assert deleted_names(sim) == ["team-a/first", "team-a/second", "team-a/third"]
-    reporters = {
-        e["involvedObject"]["name"]: e["reportingInstance"] for e in sim.store.list("events")
-    }
-    assert reporters == {"first": "one", "second": "one", "third": "two"}
 
 
 async def test_lost_lease_stops_deleting(sim: Simulator, config: ConfigFactory) -> None:
@@ -380,21 +280,3 @@ async def test_healthz_fails_only_when_wedged(sim: Simulator, config: ConfigFact
         status, body = await get(daemon.http_port, "/healthz")
         assert status == 503
         assert "event loop stalled" in body
-
-
-async def test_drain_writes_the_reaped_events_before_it_says_drained(
-    sim: Simulator, config: ConfigFactory
-) -> None:
-    for i in range(3):
-        sim.store.create("pods", zombie(f"z-{i}"))
-    # The Events wait on the server a little, so the drain starts with them queued.
-    sim.faults.add_latency("create", "events", 0.3)
-    async with Daemon(config()) as daemon:
-        await eventually(lambda: len(sim.deleted) == 3)
-        with captured_logs() as logs:
-            await daemon.drain()
-        written = len(sim.store.list("events", "team-a"))
-    assert written == 3
-    events = [entry["event"] for entry in logs]
-    assert "event.dropped" not in events
-    assert events[-1] == "daemon.drained"

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -15,88 +12,27 @@ from zombied.pod import parse_pod
 from zombied.reaper import Action, Reaper
 
 from kubesim import Simulator
-from tests.daemon.buggy_run import judge as buggy_judge
-from tests.daemon.capture import captured_logs
-from tests.daemon.conftest import ConfigFactory
+from tests.daemon.conftest import ConfigFactory, captured_logs
 from tests.daemon.pods import zombie
+from tests.daemon.test_cli import zombied_run
 from tests.helpers import eventually
-
-
-def _events(output: bytes) -> list[dict[str, Any]]:
-    events = []
-    for line in output.decode(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            events.append(record)
-    return events
 
 
 @pytest.mark.subprocess
 async def test_a_bug_in_classification_ends_the_process_non_zero(
-    sim: Simulator, kubeconfig: Path, tmp_path: Path
+    sim: Simulator, kubeconfig: Path
 ) -> None:
     sim.store.create("pods", zombie("fine"))
-    log_path = tmp_path / "zombied.log"
-    with log_path.open("wb") as log_file:
-        process = await anyio.open_process(
-            [
-                sys.executable,
-                "-m",
-                "tests.daemon.buggy_run",
-                "run",
-                f"--kubeconfig={kubeconfig}",
-                "--listen=127.0.0.1:0",
-                "--min-age=0s",
-                "--log-format=json",
-            ],
-            stdout=log_file,
-            stderr=log_file,
-        )
-        async with process:
-            await eventually(lambda: sim.store.get("pods", "team-a", "fine") is None, timeout=30)
-            sim.store.create("pods", zombie("bug-1"))
-            with anyio.fail_after(15):
-                code = await process.wait()
+    async with zombied_run(kubeconfig, module="tests.daemon.buggy_run") as running:
+        await eventually(lambda: sim.store.get("pods", "team-a", "fine") is None, timeout=30)
+        sim.store.create("pods", zombie("bug-1"))
+        with anyio.fail_after(15):
+            code = await running.process.wait()
     assert code not in (0, None)
-    events = _events(log_path.read_bytes())
-    (crash,) = [e for e in events if e.get("event") == "daemon.crashed"]
+    (crash,) = running.events("daemon.crashed")
     assert "TypeError: injected bug in classification" in crash["exception"]
-    assert not [e for e in events if e.get("event") in ("watch.error", "pod.delete_failed")]
+    assert not running.events("watch.error") + running.events("pod.delete_failed")
     assert sim.store.get("pods", "team-a", "bug-1") is not None
-
-
-async def test_a_bug_fails_liveness_and_ends_the_daemon(
-    sim: Simulator, config: ConfigFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("zombied.cache.judge", buggy_judge)
-    with captured_logs() as logs, pytest.raises(ExceptionGroup) as raised:  # noqa: PT012
-        async with Daemon(config()) as daemon:
-            await eventually(daemon.ready)
-            assert daemon.healthy()
-            sim.store.create("pods", zombie("bug-1"))
-            with anyio.fail_after(10):
-                await anyio.sleep_forever()
-    assert raised.group_contains(TypeError, match="injected bug")
-    assert not daemon.healthy()
-    assert "TypeError" in daemon.health()[1]
-    assert [e["task"] for e in logs if e["event"] == "daemon.crashed"] == [
-        "watch loop of scope _cluster"
-    ]
-    assert not [e for e in logs if e["event"] == "watch.error"]
-
-
-async def test_a_500_on_delete_is_retried(sim: Simulator, config: ConfigFactory) -> None:
-    sim.faults.add_error("delete", "pods", status=500, count=2)
-    sim.store.create("pods", zombie("flaky"))
-    with captured_logs() as logs:
-        async with Daemon(config()) as daemon:
-            await eventually(lambda: sim.store.get("pods", "team-a", "flaky") is None)
-            assert daemon.healthy()
-    failed = [e for e in logs if e["event"] == "pod.delete_failed"]
-    assert [e["code"] for e in failed] == [500, 500]
 
 
 async def test_a_timed_out_delete_is_retried(sim: Simulator, kubeconfig: Path) -> None:

@@ -12,7 +12,7 @@ from zombied.pod import parse_pod
 from zombied.reaper import Reaper
 
 from kubesim import Simulator
-from tests.daemon.capture import captured_logs
+from tests.daemon.conftest import captured_logs
 from tests.daemon.pods import zombie
 from tests.helpers import eventually
 
@@ -22,18 +22,6 @@ class Drops(Counter[str]):
 
     def __call__(self, why: str, count: int) -> None:
         self[why] += count
-
-
-async def test_events_are_written_after_the_deletes(sim: Simulator, kubeconfig: Path) -> None:
-    pods = [parse_pod(sim.store.create("pods", zombie(f"z-{i}"))) for i in range(5)]
-    async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
-        reaper = Reaper(api, qps=100, burst=10, events=events)
-        for snapshot in pods:
-            assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "deleted"
-        await eventually(lambda: len(sim.store.list("events", "team-a")) == 5)
-    written = sim.store.list("events", "team-a")
-    assert sorted(e["involvedObject"]["uid"] for e in written) == sorted(p.uid for p in pods)
-    assert {e["reason"] for e in written} == {"Reaped"}
 
 
 async def test_one_event_per_pod_while_queued(sim: Simulator, kubeconfig: Path) -> None:
@@ -106,22 +94,3 @@ async def test_pushback_on_deletes_slows_the_events_too(sim: Simulator, kubeconf
         outcome = await Reaper(api, events=events).delete(snapshot, "node-shutdown")
         assert outcome.code == 429
         assert events.bucket.rate() < before
-
-
-async def test_a_drain_writes_the_queued_events_before_it_returns(
-    sim: Simulator, kubeconfig: Path
-) -> None:
-    pods = [parse_pod(sim.store.create("pods", zombie(f"z-{i}"))) for i in range(3)]
-    drops = Drops()
-    with captured_logs() as logs:
-        async with (
-            open_kube(str(kubeconfig)) as api,
-            EventRecorder(api, on_dropped=drops) as events,
-        ):
-            for snapshot in pods:
-                events.record(snapshot, "node-shutdown")
-            await events.drain(10.0)
-            assert len(sim.store.list("events", "team-a")) == 3
-            assert not events.record(pods[0], "node-shutdown")  # closed for new Events
-    assert drops == {"queue_full": 1}
-    assert not [entry for entry in logs if entry["event"] == "event.dropped"]

@@ -56,6 +56,11 @@ def stored(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def deleting(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:00Z"
+    return obj
+
+
 # -- the pure function: one test per decision -----------------------------------------
 
 
@@ -115,27 +120,33 @@ class TestDecisions:
         assert result["pod"]["terminatedAt"] is None
 
     @pytest.mark.parametrize(
-        ("change", "veto"),
+        ("obj", "skip", "matches"),
         [
-            ({"annotations": {"zombied.io/keep": "true"}}, "keep-annotation"),
-            ({"owner": ("Job", "nightly")}, "owner-excluded"),
+            (zombie("web-4", annotations={"zombied.io/keep": "true"}), "keep-annotation", True),
+            (zombie("web-4", owner=("Job", "nightly")), "owner-excluded", True),
+            (deleting(zombie("web-5")), "deleting", True),
+            (pod("api-1"), "not-terminal", False),
+            (pod("crash", phase="Failed", reason="Error", message="boom"), "no-rule", False),
         ],
+        ids=lambda value: value if isinstance(value, str) else None,
     )
-    def test_vetoes(self, config: ConfigFactory, change: dict[str, Any], veto: str) -> None:
-        rules = RuleSet((Rule("node-shutdown", 0.0),), frozenset({"Job"}))
-        result = explained(stored(zombie("web-4", **change)), config, rules=rules)
-        assert (result["decision"], result["skip"]) == ("keep", veto)
-        assert vetoes(result)[veto]
-        assert result["summary"].startswith(f"keep: vetoed by {veto}")
-        # the rule still says it matches: the veto, not the rule, keeps the pod
-        assert checks(result)["node-shutdown"]["matches"]
-
-    def test_being_deleted(self, config: ConfigFactory) -> None:
-        obj = stored(zombie("web-5"))
-        obj["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:00Z"
-        result = explained(obj, config)
-        assert vetoes(result)["deleting"]
-        assert (result["decision"], result["skip"]) == ("keep", "deleting")
+    def test_kept_pods_say_why(
+        self, config: ConfigFactory, obj: dict[str, Any], skip: str, matches: bool
+    ) -> None:
+        both = (Rule("node-shutdown", 0.0), Rule("admission-rejected", 0.0))
+        rules = RuleSet(both, frozenset({"Job"}))
+        result = explained(stored(obj), config, rules=rules)
+        assert (result["decision"], result["skip"]) == ("keep", skip)
+        if skip == "no-rule":
+            assert result["summary"] == "keep: no enabled rule matches"
+        else:
+            assert vetoes(result)[skip]
+            assert result["summary"].startswith(f"keep: vetoed by {skip} ")
+        # A veto, not the rule, keeps a zombie: the rule still says it matches.
+        assert checks(result)["node-shutdown"]["matches"] is matches
+        if skip == "not-terminal":
+            mismatch = checks(result)["node-shutdown"]["mismatch"]
+            assert mismatch == "phase Running is not Failed or Succeeded"
 
     @pytest.mark.parametrize(
         ("settings", "why"),
@@ -151,20 +162,6 @@ class TestDecisions:
         assert vetoes(result)["out-of-scope"]
         assert (result["decision"], result["zombie"]) == ("keep", False)
         assert why in result["summary"]
-
-    def test_running_pod(self, config: ConfigFactory) -> None:
-        result = explained(stored(pod("api-1")), config)
-        assert vetoes(result)["not-terminal"]
-        assert (result["decision"], result["skip"]) == ("keep", "not-terminal")
-        mismatch = checks(result)["node-shutdown"]["mismatch"]
-        assert mismatch == "phase Running is not Failed or Succeeded"
-
-    def test_no_rule_matches(self, config: ConfigFactory) -> None:
-        obj = stored(pod("crash", phase="Failed", reason="Error", message="boom"))
-        result = explained(obj, config, rules=DEFAULT_RULES)
-        assert (result["decision"], result["skip"]) == ("keep", "no-rule")
-        assert result["summary"] == "keep: no enabled rule matches"
-        assert [r["matches"] for r in result["rules"]] == [False, False]
 
     @pytest.mark.parametrize(
         ("dry_run", "words"),
@@ -239,12 +236,6 @@ async def test_reads_the_pod_once_and_writes_nothing(sim: Simulator, config: Con
     assert [(r.verb, r.resource) for r in sim.requests] == [("get", "pods")]
 
 
-async def test_not_found_is_one_line_failure(sim: Simulator, config: ConfigFactory) -> None:
-    cfg = config(command="explain", target=("team-a", "gone"))
-    with pytest.raises(ZombiedError, match=r"^pod team-a/gone not found"):
-        await run_explain(cfg, io.StringIO())
-
-
 async def test_forbidden_names_the_rule(
     sim: Simulator, config: ConfigFactory, tmp_path: Path
 ) -> None:
@@ -256,11 +247,21 @@ async def test_forbidden_names_the_rule(
         await run_explain(cfg, io.StringIO())
 
 
-async def test_server_error_is_one_line_failure(sim: Simulator, config: ConfigFactory) -> None:
+@pytest.mark.parametrize(
+    ("name", "status", "message"),
+    [
+        ("gone", None, r"^pod team-a/gone not found"),
+        ("web-1", 500, r"^cannot get pod team-a/web-1 \(HTTP 500\): "),
+    ],
+)
+async def test_a_failure_is_one_line(
+    sim: Simulator, config: ConfigFactory, name: str, status: int | None, message: str
+) -> None:
     sim.store.create("pods", stored(zombie("web-1")))
-    sim.faults.add_error("get", "pods", status=500)
-    cfg = config(command="explain", target=("team-a", "web-1"))
-    with pytest.raises(ZombiedError, match=r"^cannot get pod team-a/web-1 \(HTTP 500\): "):
+    if status is not None:
+        sim.faults.add_error("get", "pods", status=status)
+    cfg = config(command="explain", target=("team-a", name))
+    with pytest.raises(ZombiedError, match=message):
         await run_explain(cfg, io.StringIO())
 
 

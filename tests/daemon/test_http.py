@@ -1,46 +1,8 @@
-"""The probe and metrics server on its own: bound port, probe answers, scrape hook."""
+"""The probe server on its own: a taken port, a stalled event loop."""
 
-import aiohttp
 import pytest
-from structlog.testing import capture_logs
 from zombied.errors import ListenError
 from zombied.http import HttpServer, LoopMonitor
-
-
-async def test_probes_and_metrics_on_an_ephemeral_port() -> None:
-    state = {"healthy": True, "ready": False, "scrapes": 0}
-
-    def before_scrape() -> None:
-        state["scrapes"] += 1
-
-    with capture_logs() as logs:
-        async with HttpServer(
-            "127.0.0.1",
-            0,
-            health=lambda: (bool(state["healthy"]), "ok" if state["healthy"] else "wedged"),
-            ready=lambda: (bool(state["ready"]), "ok" if state["ready"] else "scope x: not synced"),
-            before_scrape=before_scrape,
-        ) as server:
-            assert server.port > 0
-            base = f"http://127.0.0.1:{server.port}"
-            async with aiohttp.ClientSession() as session:
-                async with session.get(f"{base}/healthz") as response:
-                    assert response.status == 200
-                async with session.get(f"{base}/readyz") as response:
-                    assert response.status == 503
-                    assert "not synced" in await response.text()
-                state["ready"], state["healthy"] = True, False
-                async with session.get(f"{base}/readyz") as response:
-                    assert response.status == 200
-                async with session.get(f"{base}/healthz") as response:
-                    assert response.status == 503
-                    assert "wedged" in await response.text()
-                async with session.get(f"{base}/metrics") as response:
-                    assert response.status == 200
-                    assert "zombied_build_info" in await response.text()
-    assert state["scrapes"] == 1
-    (listening,) = [entry for entry in logs if entry["event"] == "http.listening"]
-    assert (listening["host"], listening["port"]) == ("127.0.0.1", server.port)
 
 
 async def test_port_in_use_fails_cleanly() -> None:

@@ -8,7 +8,6 @@ from urllib.parse import parse_qs
 
 import anyio
 import pytest
-from zombied.backoff import Backoff
 from zombied.cache import PodCache
 from zombied.config import DryRun
 from zombied.events import EventRecorder
@@ -21,8 +20,7 @@ from zombied.reaper import Action, Reaper
 from zombied.rules import Rule, RuleSet
 
 from kubesim import Simulator
-from kubesim.rbac import PolicyRule
-from tests.daemon.capture import captured_logs
+from tests.daemon.conftest import captured_logs
 from tests.daemon.pods import evicted, pod, zombie
 from tests.helpers import eventually
 
@@ -92,15 +90,6 @@ async def test_replacement_with_same_name_survives(sim: Simulator, kubeconfig: P
     assert replacement["metadata"]["uid"] not in body_uids
 
 
-async def test_missing_pod_is_gone(sim: Simulator, kubeconfig: Path) -> None:
-    snapshot = parse_pod(sim.store.create("pods", zombie("gone")))
-    sim.store.delete("pods", "team-a", "gone")
-    async with open_kube(str(kubeconfig)) as api:
-        outcome = await Reaper(api).delete(snapshot, "node-shutdown")
-    assert (outcome.outcome, outcome.code) == ("gone", 404)
-    assert not outcome.failed
-
-
 async def test_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
     async with open_kube(str(kubeconfig)) as api:
@@ -113,70 +102,6 @@ async def test_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) 
     assert delete_queries(sim) == [{}]
     assert sim.store.list("events", "team-a") == []
     assert any(e["event"] == "pod.dry_run" and e["mode"] == "server" for e in logs)
-
-
-async def test_client_dry_run_sends_nothing(sim: Simulator, kubeconfig: Path) -> None:
-    snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
-    async with open_kube(str(kubeconfig)) as api:
-        outcome = await Reaper(api, dry_run=DryRun.CLIENT).delete(snapshot, "node-shutdown")
-    assert outcome.outcome == "dry_run"
-    assert delete_queries(sim) == []
-    assert sim.store.get("pods", "team-a", "dry") is not None
-
-
-@pytest.mark.parametrize(
-    ("status", "action", "retry_after"),
-    [(429, Action.RETRY_AFTER, 3.0), (503, Action.BACKOFF, None), (500, Action.BACKOFF, None)],
-)
-async def test_transient_failures(
-    sim: Simulator, kubeconfig: Path, status: int, action: Action, retry_after: float | None
-) -> None:
-    snapshot = parse_pod(sim.store.create("pods", zombie("flaky")))
-    sim.faults.add_error("delete", "pods", status=status, retry_after=retry_after, count=1)
-    async with open_kube(str(kubeconfig)) as api:
-        reaper = Reaper(api)
-        outcome = await reaper.delete(snapshot, "node-shutdown")
-        assert (outcome.code, outcome.action, outcome.retry_after) == (status, action, retry_after)
-        assert outcome.failed
-        again = await reaper.delete(snapshot, "node-shutdown")
-    assert again.outcome == "deleted"
-
-
-async def test_forbidden_delete_names_the_rule_once(sim: Simulator, tmp_path: Path) -> None:
-    token = sim.add_token("reader", [PolicyRule(("",), ("pods",), ("get", "list", "watch"))])
-    kubeconfig = sim.write_kubeconfig(tmp_path / "kc", token=token)
-    first = parse_pod(sim.store.create("pods", zombie("a")))
-    second = parse_pod(sim.store.create("pods", zombie("b")))
-    async with open_kube(str(kubeconfig)) as api:
-        reaper = Reaper(api)
-        with captured_logs() as logs:
-            one = await reaper.delete(first, "node-shutdown")
-            two = await reaper.delete(second, "node-shutdown")
-        problems = api.permissions.problems()
-    assert one.action is two.action is Action.BACKOFF
-    assert problems == ["forbidden, missing RBAC rule: delete pods in namespace team-a"]
-    forbidden = [entry for entry in logs if entry["event"] == "api.forbidden"]
-    assert len(forbidden) == 1
-    assert forbidden[0]["missing_rule"] == "delete pods in namespace team-a"
-    assert sim.store.get("pods", "team-a", "a") is not None
-
-
-async def test_event_failure_is_not_fatal(sim: Simulator, kubeconfig: Path) -> None:
-    snapshot = parse_pod(sim.store.create("pods", zombie("z")))
-    sim.faults.add_error("create", "events", status=403, count=1)
-    with captured_logs() as logs:
-        async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
-            outcome = await Reaper(api, events=events).delete(snapshot, "node-shutdown")
-    assert outcome.outcome == "deleted"
-    assert any(entry["event"] == "api.forbidden" for entry in logs)
-
-
-async def test_standby_does_not_delete(sim: Simulator, kubeconfig: Path) -> None:
-    snapshot = parse_pod(sim.store.create("pods", zombie("z")))
-    async with open_kube(str(kubeconfig)) as api:
-        outcome = await Reaper(api, leadership=Leadership(False)).delete(snapshot, "node-shutdown")
-    assert outcome.action is Action.ABANDONED
-    assert delete_queries(sim) == []
 
 
 async def test_losing_leadership_cancels_in_flight_delete(sim: Simulator, kubeconfig: Path) -> None:
@@ -231,35 +156,6 @@ async def test_workers_re_evaluate_the_newest_snapshot(sim: Simulator, kubeconfi
         assert await reaper.process("team-a/unknown", cache, queue) is None
     assert [r.obj["metadata"]["name"] for r in sim.deleted] == ["due"]
     assert kept.uid
-
-
-async def test_failures_back_off_in_the_queue_until_done(sim: Simulator, kubeconfig: Path) -> None:
-    queue: WorkQueue[str] = WorkQueue(backoff=lambda: Backoff(initial=0.01, jitter=0.0))
-    cache = PodCache(RuleSet((Rule("node-shutdown", 0.0),)), queue)
-    for name in ("flaky", "vanishing"):
-        cache.upsert(parse_pod(sim.store.create("pods", zombie(name))))
-    sim.faults.add_error("delete", "pods", status=503, count=4)
-    async with open_kube(str(kubeconfig)) as api:
-        reaper = Reaper(api)
-
-        async def attempt() -> str:
-            key = await queue.get()
-            try:
-                outcome = await reaper.process(key, cache, queue)
-            finally:
-                queue.done(key)
-            assert outcome is not None
-            return outcome.outcome
-
-        assert [await attempt() for _ in range(4)] == ["error"] * 4
-        assert queue.num_requeues("team-a/flaky") == queue.num_requeues("team-a/vanishing") == 2
-        # The pod goes away while its retry waits: its failures go with it.
-        sim.store.delete("pods", "team-a", "vanishing")
-        cache.remove("team-a/vanishing")
-        assert await attempt() == "deleted"
-    assert queue.num_requeues("team-a/flaky") == 0
-    assert queue.retrying == 0
-    assert len(queue) == 0
 
 
 @pytest.mark.parametrize(("status", "retry_after"), [(429, 1), (429, None), (503, None)])

@@ -1,4 +1,5 @@
-"""``serve``: the signal-driven lifetime of ``zombied run``, in-process."""
+"""``serve``: the signal-driven lifetime of ``zombied run``, in-process (where coverage
+sees it; tests/reliability/test_signals sends SIGTERM to a real process)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import anyio
 from zombied.daemon import serve
 
 from kubesim import Simulator
-from tests.daemon.capture import captured_logs
-from tests.daemon.conftest import ConfigFactory
+from tests.daemon.conftest import ConfigFactory, captured_logs
 from tests.daemon.pods import zombie
 from tests.helpers import eventually
 

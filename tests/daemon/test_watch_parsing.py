@@ -1,101 +1,20 @@
-"""The pure parts of the watch and of requests: event lines, scopes, RBAC wording."""
-
-import json
+"""The pure parts of the watch and of requests: scopes, their selectors, RBAC wording."""
 
 import pytest
-from zombied.kube import ApiError, Kind, Request, kind_of
+from zombied.kube import ApiError, Request
 from zombied.rules import Selection
 from zombied.watch import (
     CLUSTER_SCOPE,
     TERMINAL_FIELD_SELECTOR,
-    EventParseError,
     Scope,
-    parse_event,
     scopes_for,
 )
 
 
-def line(kind: object, obj: object) -> bytes:
-    return json.dumps({"type": kind, "object": obj}).encode()
-
-
-def test_added_event_carries_object_and_resource_version() -> None:
-    event = parse_event(line("ADDED", {"metadata": {"name": "a", "resourceVersion": "12"}}) + b"\n")
-    assert (event.type, event.resource_version) == ("ADDED", "12")
-    assert event.object["metadata"]["name"] == "a"
-
-
-def test_bookmark_needs_resource_version() -> None:
-    event = parse_event(line("BOOKMARK", {"metadata": {"resourceVersion": "9"}}))
-    assert event.resource_version == "9"
-    with pytest.raises(EventParseError, match="BOOKMARK"):
-        parse_event(line("BOOKMARK", {"metadata": {}}))
-
-
-@pytest.mark.parametrize("version", [5, "", None])
-def test_a_resource_version_that_is_no_string_or_empty_is_none(version: object) -> None:
-    assert (
-        parse_event(line("MODIFIED", {"metadata": {"resourceVersion": version}})).resource_version
-        is None
+def test_cluster_scope_watches_terminal_pods_and_excludes_namespaces_server_side() -> None:
+    assert TERMINAL_FIELD_SELECTOR == (
+        "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
     )
-
-
-@pytest.mark.parametrize(
-    ("raw", "why"),
-    [
-        (b"not json", "not JSON"),
-        (b"\xff\xfe", "not JSON"),
-        (b"[1, 2]", "not an object"),
-        (line("EXPLODED", {}), "unknown event type"),
-        (line(None, {}), "unknown event type"),
-        (line("ADDED", "pod"), "without an object"),
-        (json.dumps({"type": "ADDED"}).encode(), "without an object"),
-    ],
-)
-def test_unusable_lines_are_rejected_with_a_reason(raw: bytes, why: str) -> None:
-    with pytest.raises(EventParseError, match=why):
-        parse_event(raw)
-
-
-@pytest.mark.parametrize(
-    ("status", "kind", "code"),
-    [
-        ({"kind": "Status", "code": 410, "reason": "Expired"}, Kind.GONE, 410),
-        ({"kind": "Status", "code": 500, "message": "etcd"}, Kind.TRANSIENT, 500),
-        ({"kind": "Status", "code": "410"}, Kind.TRANSIENT, 0),
-        ({"code": 410}, Kind.TRANSIENT, 0),
-        ("garbage", Kind.TRANSIENT, 0),
-    ],
-)
-def test_a_watch_error_event_is_an_api_error_of_its_status(
-    status: object, kind: Kind, code: int
-) -> None:
-    error = ApiError.from_status(Request("watch", "pods"), status)
-    assert (error.kind, error.code) == (kind, code)
-
-
-@pytest.mark.parametrize(
-    ("code", "kind"),
-    [
-        (0, Kind.TRANSIENT),
-        (400, Kind.INVALID),
-        (401, Kind.UNAUTHORIZED),
-        (403, Kind.FORBIDDEN),
-        (404, Kind.NOT_FOUND),
-        (408, Kind.TRANSIENT),
-        (409, Kind.CONFLICT),
-        (410, Kind.GONE),
-        (422, Kind.INVALID),
-        (429, Kind.THROTTLED),
-        (500, Kind.TRANSIENT),
-        (504, Kind.TRANSIENT),
-    ],
-)
-def test_kinds_of_status_codes(code: int, kind: Kind) -> None:
-    assert kind_of(code) is kind
-
-
-def test_cluster_scope_excludes_namespaces_server_side() -> None:
     (scope,) = scopes_for(Selection((), ("kube-system", "infra"), "app=web"))
     assert scope.label == CLUSTER_SCOPE
     assert scope.query == {
@@ -115,12 +34,6 @@ def test_namespaced_scopes_one_per_namespace() -> None:
     assert scopes[0].owns("a")
     assert not scopes[0].owns("b")
     assert Scope("a").query == {"fieldSelector": TERMINAL_FIELD_SELECTOR}
-
-
-def test_field_selector_keeps_only_terminal_phases() -> None:
-    assert TERMINAL_FIELD_SELECTOR == (
-        "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
-    )
 
 
 @pytest.mark.parametrize(

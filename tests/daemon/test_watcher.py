@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import parse_qs
 
-import anyio
 from structlog.testing import capture_logs
 from zombied.cache import PodCache
-from zombied.kube import open_kube
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet, Selection
-from zombied.watch import TERMINAL_FIELD_SELECTOR, Scope, Watcher
+from zombied.watch import TERMINAL_FIELD_SELECTOR, Scope
 
 from kubesim import Simulator
-from kubesim.rbac import PolicyRule
 from kubesim.requestlog import RequestRecord
+from tests.daemon.conftest import watching
 from tests.daemon.pods import pod, zombie
 from tests.helpers import eventually
 
@@ -26,33 +22,6 @@ RULES = RuleSet((Rule("node-shutdown", 0.0),))
 
 def query(record: RequestRecord) -> dict[str, str]:
     return {key: values[-1] for key, values in parse_qs(record.query).items()}
-
-
-class Harness:
-    def __init__(self, cache: PodCache, queue: WorkQueue[str], watcher: Watcher) -> None:
-        self.cache = cache
-        self.queue = queue
-        self.watcher = watcher
-
-
-@asynccontextmanager
-async def watching(kubeconfig: Path) -> AsyncIterator[Harness]:
-    """A watcher running in a task group of the test's own task."""
-    queue: WorkQueue[str] = WorkQueue()
-    cache = PodCache(RULES, queue)
-    async with open_kube(str(kubeconfig)) as api:
-        watcher = Watcher(
-            api,
-            SCOPE,
-            cache,
-            timeout_min=2,
-            timeout_max=3,
-            page_size=2,
-        )
-        async with anyio.create_task_group() as tg:
-            await tg.start(watcher.run)
-            yield Harness(cache, queue, watcher)
-            tg.cancel_scope.cancel()
 
 
 SCOPE = Scope(None, Selection(exclude_namespaces=("kube-system",)))
@@ -65,23 +34,18 @@ async def test_lists_pages_then_watches(sim: Simulator, kubeconfig: Path) -> Non
     sim.store.create("pods", zombie("sys", "kube-system"))
     queue: WorkQueue[str] = WorkQueue()
     cache = PodCache(RULES, queue)
-    watcher_rv_after_list: list[str | None] = []
-    async with open_kube(str(kubeconfig)) as api:
-        watcher = Watcher(api, SCOPE, cache, page_size=2)
-        async with anyio.create_task_group() as tg:
-            await tg.start(watcher.run)
-            await eventually(lambda: watcher.state.synced)
-            watcher_rv_after_list.append(watcher.resource_version)
-            assert sorted(entry.snapshot.name for entry in cache.entries()) == [
-                f"old-{i}" for i in range(5)
-            ]
-            assert cache.zombies == 5
-            assert len(queue) == 5
-            sim.store.create("pods", zombie("new"))
-            await eventually(lambda: "team-a/new" in cache)
-            sim.faults.cut_watches()  # a watch is logged once it ends
-            await eventually(lambda: any(r.verb == "watch" for r in sim.requests))
-            tg.cancel_scope.cancel()
+    async with watching(kubeconfig, cache, SCOPE, page_size=2) as watcher:
+        await eventually(lambda: watcher.state.synced)
+        listed_at = watcher.resource_version
+        assert sorted(entry.snapshot.name for entry in cache.entries()) == [
+            f"old-{i}" for i in range(5)
+        ]
+        assert cache.zombies == 5
+        assert len(queue) == 5
+        sim.store.create("pods", zombie("new"))
+        await eventually(lambda: "team-a/new" in cache)
+        sim.faults.cut_watches()  # a watch is logged once it ends
+        await eventually(lambda: any(r.verb == "watch" for r in sim.requests))
     lists = [r for r in sim.requests if r.verb == "list" and r.resource == "pods"]
     assert len(lists) == 3  # 5 terminal pods in pages of 2
     selectors = {query(r)["fieldSelector"] for r in lists}
@@ -91,33 +55,17 @@ async def test_lists_pages_then_watches(sim: Simulator, kubeconfig: Path) -> Non
     assert watches
     assert watches[0]["allowWatchBookmarks"] == "true"
     assert int(watches[0]["timeoutSeconds"]) > 0
-    assert watches[0]["resourceVersion"] == watcher_rv_after_list[0]
-
-
-async def test_deleted_and_non_zombie_pods_leave_queue(sim: Simulator, kubeconfig: Path) -> None:
-    async with watching(kubeconfig) as harness:
-        await eventually(lambda: harness.watcher.state.synced)
-        created = sim.store.create("pods", zombie("z"))
-        await eventually(lambda: "team-a/z" in harness.queue)
-        kept = dict(created)
-        kept["metadata"] = dict(created["metadata"], annotations={"zombied.io/keep": "true"})
-        sim.store.update("pods", kept, check_rv=False)
-        await eventually(lambda: "team-a/z" not in harness.queue)
-        entry = harness.cache.get("team-a/z")
-        assert entry is not None
-        assert entry.judgement.skip == "keep-annotation"
-        sim.store.delete("pods", "team-a", "z")
-        await eventually(lambda: "team-a/z" not in harness.cache)
-        assert harness.cache.zombies == 0
+    assert watches[0]["resourceVersion"] == listed_at
 
 
 async def test_relists_and_reconciles_after_410(sim: Simulator, kubeconfig: Path) -> None:
-    async with watching(kubeconfig) as harness:
-        await eventually(lambda: harness.watcher.state.synced)
+    queue: WorkQueue[str] = WorkQueue()
+    cache = PodCache(RULES, queue)
+    async with watching(kubeconfig, cache, SCOPE, timeout_min=2, timeout_max=3) as watcher:
+        await eventually(lambda: watcher.state.synced)
         sim.store.create("pods", zombie("stays"))
         sim.store.create("pods", zombie("vanishes"))
-        await eventually(lambda: len(harness.cache) == 2)
-        relists = harness.watcher.state  # keep a handle for the assertion message
+        await eventually(lambda: len(cache) == 2)
         with capture_logs() as logs:
             # Cut the stream first so the deletion and the new pod are only seen by a relist.
             sim.faults.add_error("watch", "pods", status=503, count=1)
@@ -125,54 +73,20 @@ async def test_relists_and_reconciles_after_410(sim: Simulator, kubeconfig: Path
             sim.store.delete("pods", "team-a", "vanishes")
             sim.store.create("pods", zombie("appears"))
             sim.compact()
-            await eventually(lambda: "team-a/appears" in harness.cache, message=str(relists))
-            await eventually(lambda: "team-a/vanishes" not in harness.cache)
-        assert "team-a/vanishes" not in harness.queue
-        assert "team-a/stays" in harness.cache
+            await eventually(lambda: "team-a/appears" in cache, message=str(watcher.state))
+            await eventually(lambda: "team-a/vanishes" not in cache)
+        assert "team-a/vanishes" not in queue
+        assert "team-a/stays" in cache
         assert any(entry["event"] == "watch.relist" for entry in logs)
 
 
 async def test_compaction_mid_stream_relists(sim: Simulator, kubeconfig: Path) -> None:
-    async with watching(kubeconfig) as harness:
-        await eventually(lambda: harness.watcher.state.synced)
+    cache = PodCache(RULES, WorkQueue())
+    async with watching(kubeconfig, cache, SCOPE, timeout_min=2, timeout_max=3) as watcher:
+        await eventually(lambda: watcher.state.synced)
         await eventually(lambda: sim.store.watcher_count() == 1)
         lists_before = sum(1 for r in sim.requests if r.verb == "list")
         sim.compact()
         await eventually(lambda: sum(1 for r in sim.requests if r.verb == "list") > lists_before)
         sim.store.create("pods", zombie("after"))
-        await eventually(lambda: "team-a/after" in harness.cache)
-
-
-async def test_survives_cuts_and_errors(sim: Simulator, kubeconfig: Path) -> None:
-    async with watching(kubeconfig) as harness:
-        await eventually(lambda: harness.watcher.state.synced)
-        sim.faults.add_error("watch", "pods", status=500, count=2)
-        sim.faults.add_error("list", "pods", status=429, retry_after=0.1, count=1)
-        for i in range(10):
-            sim.store.create("pods", zombie(f"z{i}"))
-            if i % 3 == 0:
-                sim.faults.cut_watches()
-        await eventually(lambda: len(harness.cache) == 10, timeout=20)
-        assert harness.watcher.state.alive
-
-
-async def test_forbidden_scope_names_the_rule(sim: Simulator, tmp_path: Path) -> None:
-    token = sim.add_token("restricted", [PolicyRule(("",), ("pods",), ("get",))])
-    kubeconfig = sim.write_kubeconfig(tmp_path / "restricted", token=token)
-    queue: WorkQueue[str] = WorkQueue()
-    cache = PodCache(RULES, queue)
-    with capture_logs() as logs:
-        async with open_kube(str(kubeconfig)) as api:
-            watcher = Watcher(api, Scope("team-a"), cache)
-            async with anyio.create_task_group() as tg:
-                await tg.start(watcher.run)
-                await eventually(api.permissions.problems)
-                assert api.permissions.problems() == [
-                    "forbidden, missing RBAC rule: list pods in namespace team-a"
-                ]
-                assert not watcher.state.synced
-                tg.cancel_scope.cancel()
-    forbidden = [entry for entry in logs if entry["event"] == "api.forbidden"]
-    assert len(forbidden) == 1
-    assert forbidden[0]["missing_rule"] == "list pods in namespace team-a"
-    assert "cannot list resource" in forbidden[0]["message"]
+        await eventually(lambda: "team-a/after" in cache)

@@ -23,7 +23,7 @@ import pytest_asyncio
 import yaml
 
 from kubesim import Simulator
-from tests.daemon.pods import SHUTDOWN_MESSAGE, pod
+from tests.daemon.pods import SHUTDOWN_MESSAGE, pod, zombie
 
 pytestmark = [
     pytest.mark.kubectl,
@@ -40,18 +40,6 @@ class Cluster:
     kubeconfig: Path
 
 
-def zombie(name: str, namespace: str, labels: dict[str, str] | None = None) -> dict[str, object]:
-    return pod(
-        name,
-        namespace,
-        phase="Failed",
-        reason="Terminated",
-        message=SHUTDOWN_MESSAGE,
-        labels=labels,
-        finished_ago=3600,
-    )
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
     if shutil.which("kubectl") is None:
@@ -59,9 +47,10 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
     if not (BIN / "kubectl-zombies").exists():
         pytest.fail(f"kubectl-zombies is not installed in {BIN}: run `make venv`")
     async with Simulator(bookmark_interval=0.2, tls=True) as sim:
-        sim.store.create("pods", zombie("web-1", "default", {"app": "web"}))
-        sim.store.create("pods", zombie("db-0", "default", {"app": "db"}))
-        sim.store.create("pods", zombie("api-2", "team-a"))
+        for name, namespace, app in (("web-1", "default", "web"), ("db-0", "default", "db")):
+            old = zombie(name, namespace, labels={"app": app}, finished_ago=3600)
+            sim.store.create("pods", old)
+        sim.store.create("pods", zombie("api-2", "team-a", finished_ago=3600))
         sim.store.create("pods", pod("running-1", "team-a"))
         path = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
         # A second context, as kubectl's `config set-context --namespace` makes one.

@@ -3,9 +3,8 @@
 Two backends: the in-memory `LeaseServer` on fake loop time (``memory_campaign``) for
 the election logic, and the simulator over real HTTP (``campaign``). A `Campaign` runs
 every elector in its own cancel scope (a test stops one "replica" by cancelling it),
-records each gain and loss of leadership with its loop time through
-``Leadership(on_change=...)``, and samples ``leading`` of every candidate throughout:
-on leaving, it asserts that no two candidates ever led at once.
+records each gain and loss of leadership with its loop time, and asserts on leaving
+that no two candidates' terms ever overlapped.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ FAST = {"lease_duration": 1.5, "renew_deadline": 1.0, "retry_period": 0.2}
 LONG = {"lease_duration": 30.0, "renew_deadline": 20.0, "retry_period": 0.2}
 #: The longest wait of an acquire loop: client-go's jitter, 1 to 2.2 retry periods.
 NEXT_RETRY = 2.2 * 0.2
-#: How often leadership is sampled; fine enough to catch any overlap of two terms.
+#: How often a wait polls.
 SAMPLE = 0.005
 
 
@@ -87,8 +86,6 @@ class Campaign:
         self._connect = connect
         self.tg = tg
         self.candidates: list[Candidate] = []
-        self.samples = 0
-        self.overlaps: list[tuple[float, list[str]]] = []
 
     async def add(
         self, identity: str, kube: LeaseApi | None = None, **durations: float
@@ -141,19 +138,9 @@ class Campaign:
         await wait_for(candidate.stopped.is_set, 2.0, f"{candidate.identity} to stop")
 
     def assert_never_two_leaders(self) -> None:
-        assert self.samples > 0
-        assert not self.overlaps, f"two leaders at once: {self.overlaps[:5]}"
         terms = sorted((*term, c.identity) for c in self.candidates for term in c.terms())
         for (_, end, who), (start, _, other) in itertools.pairwise(terms):
             assert end <= start, f"terms of {who} and {other} overlap: {terms}"
-
-    async def _sample(self) -> None:
-        while True:
-            leaders = [c.identity for c in self.leaders()]
-            self.samples += 1
-            if len(leaders) > 1:
-                self.overlaps.append((anyio.current_time(), leaders))
-            await anyio.sleep(SAMPLE)
 
 
 @asynccontextmanager
@@ -162,7 +149,6 @@ async def open_campaign(
 ) -> AsyncIterator[Campaign]:
     async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
         campaign = Campaign(lambda: connect(stack), tg)
-        tg.start_soon(campaign._sample)
         try:
             yield campaign
             campaign.assert_never_two_leaders()

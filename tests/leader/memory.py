@@ -1,17 +1,11 @@
-"""An in-memory API server holding one Lease, at `Kube.request`'s boundary.
+"""An in-memory API server holding one Lease, at `Kube.request`'s boundary, for
+election tests on fake loop time.
 
-For election tests on fake loop time, where waiting out a lease costs nothing.
-`LeaseServer` keeps one Lease under the rules the elector depends on: every write gives
-a new resourceVersion, an update carrying another one is ``409 Conflict``, a create of
-an existing Lease ``409 AlreadyExists``, a read or update of a missing one ``404``. It
-also keeps every write with the loop time it was applied, which is when a standby could
-first have seen it.
-
-Each candidate talks to it through its own `MemoryKube`, whose ``request`` has
-`Kube.request`'s signature and fails as `Kube` does: with an `ApiError` of the answer's
-code, or of code 0 when the answer does not come within the request's ``timeout`` or
-there is no connection. A test sets its faults per verb. Refusals (401/403) and the
-permissions ledger are not modelled: those tests run against the simulator.
+`LeaseServer` keeps the Lease under the rules the elector depends on (a new
+resourceVersion per write, 409 on a stale update or a second create, 404 on a missing
+Lease) and every write with its loop time. Each candidate talks to it through its own
+`MemoryKube`, which fails as `Kube` does (an `ApiError` of the answer's code, code 0 on
+a timeout or without a connection), with faults per verb.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Leader election over real HTTP: wire formats, conflicts, RBAC and one real handover.
+"""Leader election over real HTTP: conflicts between candidates, and RBAC.
 
 The election logic itself is tested on an in-memory Lease in ``test_election``.
 """
@@ -6,7 +6,6 @@ The election logic itself is tested on an in-memory Lease in ``test_election``.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,31 +24,6 @@ SHIPPED_ROLE = Path(__file__).parents[2] / "manifests" / "base" / "leader-electi
 def spec(sim: Simulator) -> dict[str, Any]:
     lease = sim.store.get("leases", NAMESPACE, LEASE)
     return dict(lease["spec"]) if lease else {}
-
-
-async def test_a_stopped_leader_hands_the_lease_over_in_micro_times(
-    campaign: Any, sim: Simulator
-) -> None:
-    with capture_logs() as logs:
-        async with campaign() as c:
-            for name in ("a", "b"):
-                await c.add(name, **LONG)
-            first = await c.wait_leader()
-            acquired = spec(sim)
-            await wait_for(lambda: spec(sim)["renewTime"] != acquired["renewTime"], 2.0, "renewal")
-            renewed = spec(sim)
-            assert MICRO_TIME.match(renewed["acquireTime"])
-            assert MICRO_TIME.match(renewed["renewTime"])
-            assert datetime.fromisoformat(renewed["acquireTime"]) < datetime.fromisoformat(
-                renewed["renewTime"]
-            )
-            await c.stop(first)
-            # Long before the 30 s lease could expire: the release explains the takeover.
-            second = await c.wait_leader(within=3.0, other_than=first)
-            assert spec(sim)["holderIdentity"] == second.identity
-            assert spec(sim)["leaseTransitions"] == 1
-    released = [e["identity"] for e in logs if e["event"] == "leader.released"]
-    assert released == [first.identity, second.identity]
 
 
 @pytest.mark.parametrize(("write", "won"), [("create", 201), ("update", 200)])

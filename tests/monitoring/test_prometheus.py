@@ -1,12 +1,9 @@
 """A real Prometheus scrapes a running ``zombied run`` through a storm on the simulator.
 
-Debian's Prometheus 2.42 server runs on a loopback port with a temp data dir, scraping
-zombied every second with the alert rules loaded, while zombied clears a backlog of old
-zombies and then a storm, with, as each starts, one DELETE refused (403) and three
-throttled (429), and every Event refused (`bench.monitoring_plot.scraped_storm`, which
-also draws the README's picture). Then every dashboard query and every alert expression goes through
-Prometheus's HTTP API, and each answer must have the shape its panel or alert relies
-on. ``promtool check metrics`` judges the /metrics text zombied served.
+`bench.monitoring_plot.scraped_storm` (which also draws the README's picture) runs
+Debian's Prometheus 2.42 with the alert rules while zombied clears a backlog and a storm,
+with DELETEs refused and throttled and every Event refused. Then every dashboard query
+and alert expression must answer with the shape its panel or alert relies on.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""zombied running in-process against a `World`, and the liveness half of its promise.
-
-This module owns `running`: a simulator with a `World` around it and one in-process
-`Daemon` watching it over real HTTP, and `settle`, which stops every fault and waits
-(with a bound) until zombied has deleted every due zombie and its queue holds no key
-of a pod that is gone. It never changes the cluster; `World` does.
-"""
+"""zombied in-process against a `World` (`running`), and `settle`: stop every fault and
+wait until every due zombie is deleted and no key of a gone pod is queued."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Hypothesis budgets for the reliability suite: quick for ``make test``, deep for soaks.
-
-``HYPOTHESIS_PROFILE`` picks one by name (``quick``, ``nightly``); without it a soak run
-(``SOAK_S`` set, as ``make soak`` does) gets ``nightly`` and everything else ``quick``.
-Profiles are applied per test with ``settings(parent=...)``, never loaded globally, so
-the rest of the test suite keeps its own budgets.
-
-A failure prints a ``@reproduce_failure`` blob (``print_blob``) that replays it. Locally,
-failing examples are also saved in ``.hypothesis/`` and replayed first on the next run;
-under CI (``CI`` set) nothing is saved, since the directory does not outlive the job:
-the blob in the log is the reproduction (and hypothesis' own CI defaults derandomize,
-so every CI run draws the same examples).
+"""Hypothesis budgets for the reliability suite: ``quick`` for ``make test``, ``nightly``
+for soaks (``HYPOTHESIS_PROFILE``, else ``nightly`` when ``SOAK_S`` is set). Applied per
+test, never globally; under CI no example database is kept: the printed blob reproduces.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ Anything else raised would kill a watch for every pod.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,40 +28,6 @@ from tests.reliability.profiles import budget
 # lines, and tracing every example for coverage doubles the time.
 pytestmark = pytest.mark.no_cover
 
-# Keys that the parsers look at, so random objects reach deep into them.
-KEYS = [
-    "metadata",
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "annotations",
-    "labels",
-    "ownerReferences",
-    "controller",
-    "kind",
-    "deletionTimestamp",
-    "spec",
-    "nodeName",
-    "status",
-    "phase",
-    "reason",
-    "message",
-    "conditions",
-    "type",
-    "lastTransitionTime",
-    "containerStatuses",
-    "initContainerStatuses",
-    "ephemeralContainerStatuses",
-    "state",
-    "terminated",
-    "finishedAt",
-    "zombied.io/keep",
-    "object",
-    "code",
-    "app",
-    "tier",
-]
 TEXTS = [
     "Failed",
     "Succeeded",
@@ -90,6 +57,50 @@ TEXTS = [
     "Job",
 ]
 
+#: A realistic terminal pod, which `mutated_pods` changes in a few places.
+POD: dict[str, Any] = {
+    "metadata": {
+        "name": "web-0",
+        "namespace": "team-a",
+        "uid": "0f1e2d3c-aaaa-4bbb-8ccc-000000000001",
+        "resourceVersion": "42",
+        "labels": {"app": "web"},
+        "annotations": {"zombied.io/keep": "false"},
+        "ownerReferences": [{"kind": "StatefulSet", "name": "web", "controller": True}],
+    },
+    "spec": {"nodeName": "spot-1"},
+    "status": {
+        "phase": "Failed",
+        "reason": "Terminated",
+        "message": "Pod was terminated in response to imminent node shutdown.",
+        "conditions": [
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "lastTransitionTime": "2024-05-01T10:00:00.123456789+05:30",
+            }
+        ],
+        "containerStatuses": [
+            {"name": "web", "state": {"terminated": {"finishedAt": "2024-05-01T10:00:00Z"}}}
+        ],
+    },
+}
+
+
+def keys_of(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value).union(*(keys_of(item) for item in value.values()))
+    if isinstance(value, list):
+        return set().union(*(keys_of(item) for item in value))
+    return set()
+
+
+#: The keys the parsers look at, so that random objects reach deep into them.
+POD_KEYS = sorted(
+    keys_of(POD) | {"deletionTimestamp", "initContainerStatuses", "ephemeralContainerStatuses"}
+)
+KEYS = [*POD_KEYS, "object", "code", "tier"]
+
 scalars = (
     st.none()
     | st.booleans()
@@ -112,32 +123,10 @@ jsonish = st.recursive(
 
 @st.composite
 def mutated_pods(draw: st.DrawFn) -> Any:
-    """A realistic terminal pod with a few fields replaced by arbitrary values."""
-    pod: dict[str, Any] = {
-        "metadata": {
-            "name": "web-0",
-            "namespace": "team-a",
-            "uid": "0f1e2d3c-aaaa-4bbb-8ccc-000000000001",
-            "resourceVersion": "42",
-            "labels": {"app": "web"},
-            "annotations": {"zombied.io/keep": "false"},
-            "ownerReferences": [{"kind": "StatefulSet", "name": "web", "controller": True}],
-        },
-        "spec": {"nodeName": "spot-1"},
-        "status": {
-            "phase": "Failed",
-            "reason": "Terminated",
-            "message": "Pod was terminated in response to imminent node shutdown.",
-            "conditions": [
-                {"type": "DisruptionTarget", "status": "True", "lastTransitionTime": TEXTS[12]}
-            ],
-            "containerStatuses": [
-                {"name": "web", "state": {"terminated": {"finishedAt": "2024-05-01T10:00:00Z"}}}
-            ],
-        },
-    }
+    """`POD` with a few fields replaced by arbitrary values."""
+    pod = copy.deepcopy(POD)
     for _ in range(draw(st.integers(1, 5))):
-        path = draw(st.lists(st.sampled_from(KEYS[:27]), min_size=1, max_size=4))
+        path = draw(st.lists(st.sampled_from(POD_KEYS), min_size=1, max_size=4))
         target: Any = pod
         for key in path[:-1]:
             if not isinstance(target, dict):

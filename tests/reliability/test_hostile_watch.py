@@ -1,13 +1,10 @@
-"""A hostile API server's watch stream: every bad line is a logged skip, never a dead watch.
+"""Watch streams no simulator sends: hostile, silent, or split anywhere.
 
-The simulator never sends such lines, so a tiny aiohttp server here serves a
-hand-written LIST and WATCH to the real `Watcher` over the real `Kube` client:
-malformed JSON, unknown event types, objects without metadata or status, wrong types,
-a 1 MiB annotation, invalid UTF-8, ERROR events carrying Status objects with unexpected
-codes, and a stream that goes silent without ending. After every hostile line comes a
-valid zombie; all of them must reach the cache and the queue. A line longer than the
-client's read buffer comes from the simulator, which replays history as a real server
-does, so only a watch that really gets past the line passes.
+A tiny aiohttp server serves a hand-written LIST and WATCH to the real `Watcher` over
+the real `Kube` client: malformed JSON, unknown event types, objects without metadata
+or status, wrong types, invalid UTF-8, ERROR events with unexpected codes, a stream that
+goes silent without ending, events cut into arbitrary chunks. Every bad line is a logged
+skip, never a dead watch.
 """
 
 from __future__ import annotations
@@ -26,38 +23,21 @@ from aiohttp import web
 from structlog.testing import capture_logs
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
-from zombied.kube import open_kube
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
-from zombied.watch import Scope, Watcher
 
 from kubesim import Simulator
+from tests.daemon import pods
+from tests.daemon.conftest import watching as daemon_watching
 from tests.helpers import eventually
 
 RULES = RuleSet((Rule("node-shutdown", 0.0),))
 
 
 def zombie(name: str, rv: int, **extra_meta: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "team-a",
-            "uid": f"uid-{name}",
-            "resourceVersion": str(rv),
-            **extra_meta,
-        },
-        "spec": {"nodeName": "spot-1"},
-        "status": {
-            "phase": "Failed",
-            "reason": "Terminated",
-            "message": "Pod was terminated in response to imminent node shutdown.",
-            "containerStatuses": [
-                {"name": "app", "state": {"terminated": {"finishedAt": "2024-05-01T10:00:00Z"}}}
-            ],
-        },
-    }
+    obj = pods.zombie(name)
+    obj["metadata"].update(uid=f"uid-{name}", resourceVersion=str(rv), **extra_meta)
+    return obj
 
 
 def event(kind: str, obj: object) -> bytes:
@@ -118,13 +98,11 @@ SILENCE = b""
 
 @dataclass
 class Script:
-    """What the stub server sends on each WATCH request, in order.
-
-    A line is raw bytes, or a pod: sent as ADDED and listed by every later LIST, as a
-    real server would.
-    """
+    """What the stub server sends on each WATCH request, in order: raw lines, or pods
+    (sent as ADDED and listed by every later LIST), in chunks of ``chunk`` bytes if set."""
 
     streams: list[list[bytes | dict[str, Any]]]
+    chunk: int | None = None
     listed: dict[str, dict[str, Any]] = field(default_factory=dict)
     resource_version: str = "100"
     watches: list[str] = field(default_factory=list)
@@ -180,6 +158,7 @@ async def stub_server(script: Script, tmp_path: Path) -> AsyncIterator[Path]:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
         lines = script.streams[index] if index < len(script.streams) else [SILENCE]
+        pending = b""
         for line in lines:
             if line == SILENCE:
                 with anyio.move_on_after(30):
@@ -187,9 +166,14 @@ async def stub_server(script: Script, tmp_path: Path) -> AsyncIterator[Path]:
             elif isinstance(line, dict):
                 script.listed[line["metadata"]["name"]] = line
                 script.resource_version = line["metadata"]["resourceVersion"]
-                await response.write(event("ADDED", line) + b"\n")
+                pending += event("ADDED", line) + b"\n"
             else:
-                await response.write(line + b"\n")
+                pending += line + b"\n"
+            size = script.chunk or len(pending)
+            while len(pending) >= size > 0:
+                await response.write(pending[:size])
+                pending = pending[size:]
+        await response.write(pending)
         await response.write_eof()
         return response
 
@@ -219,17 +203,10 @@ async def stub_server(script: Script, tmp_path: Path) -> AsyncIterator[Path]:
         await runner.cleanup()
 
 
-@asynccontextmanager
-async def watching(kubeconfig: Path, cache: PodCache, **options: Any) -> AsyncIterator[Watcher]:
-    """The real `Watcher` of every namespace, running until the block ends."""
-    async with open_kube(str(kubeconfig), pool_size=4) as kube:
-        watcher = Watcher(
-            kube, Scope(None), cache, backoff=Backoff(initial=0.01, cap=0.02, jitter=0.0), **options
-        )
-        async with anyio.create_task_group() as tg:
-            await tg.start(watcher.run)
-            yield watcher
-            tg.cancel_scope.cancel()
+def watching(kubeconfig: Path, cache: PodCache, **options: Any) -> Any:
+    """The real `Watcher` of every namespace, retrying at once."""
+    backoff = Backoff(initial=0.01, cap=0.02, jitter=0.0)
+    return daemon_watching(kubeconfig, cache, pool_size=4, backoff=backoff, **options)
 
 
 async def test_hostile_lines_are_skipped_and_the_watch_goes_on(tmp_path: Path) -> None:
@@ -263,6 +240,30 @@ async def test_hostile_lines_are_skipped_and_the_watch_goes_on(tmp_path: Path) -
     errors = [entry["code"] for entry in logs if entry["event"] == "watch.error"]
     assert errors[:4] == [500, 0, 418, 0]
     assert any(entry["event"] == "watch.inactive" for entry in logs)
+
+
+async def test_events_split_anywhere_across_chunks_are_read_whole(tmp_path: Path) -> None:
+    names = [f"z{i}" for i in range(4)]
+    script = Script([[zombie(name, 101 + i) for i, name in enumerate(names)]], chunk=7)
+    cache = PodCache(RULES, WorkQueue())
+    with capture_logs() as logs:
+        async with stub_server(script, tmp_path) as kubeconfig, watching(kubeconfig, cache):
+            await eventually(lambda: len(cache) == len(names))
+    assert sorted(entry.snapshot.name for entry in cache.entries()) == names
+    assert not [entry for entry in logs if entry["event"] == "watch.skipped"]
+
+
+async def test_a_pod_being_deleted_leaves_the_cache_at_once(tmp_path: Path) -> None:
+    # A finalizer holds the pod: it lingers with a deletionTimestamp, no DELETED yet.
+    deleting = zombie("z", 102, deletionTimestamp="2026-01-01T00:00:00Z")
+    script = Script([[zombie("z", 101), event("MODIFIED", deleting), zombie("after", 103)]])
+    queue: WorkQueue[str] = WorkQueue()
+    cache = PodCache(RULES, queue)
+    async with stub_server(script, tmp_path) as kubeconfig, watching(kubeconfig, cache):
+        await eventually(lambda: "team-a/after" in cache)
+        assert "team-a/z" not in cache
+        assert "team-a/z" not in queue
+        assert cache.zombies == 1
 
 
 def pod_finished_at_the_end_of_time() -> dict[str, Any]:

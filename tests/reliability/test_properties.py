@@ -1,25 +1,18 @@
 """Random cluster histories against zombied: search for a wrong delete or a missed zombie.
 
-A hypothesis state machine drives the simulator (pods created, ending every way the
-kubelet ends them, replaced under the same name, deleted by others, annotated,
-relabelled; nodes preempted; watches cut, history compacted, the API server restarted,
-error bursts and slow deletes) while the real daemon runs in-process over real HTTP.
-After every step: nothing was deleted that zombied's rules and the driver's own model
-did not select at that moment, and every delete named the uid zombied decided on.
-At every ``settle`` step and at the end, with faults stopped: every due zombie is gone
-within a bound and the queue holds no key of a pod that is gone.
-
-The simulator and the daemon run on an event loop in a helper thread (an anyio
-blocking portal); every step runs on that loop, so it is atomic for the daemon. No
-step waits on the wall clock: a failure prints ``@reproduce_failure(...)``, which
-replays the same history when put on the ``ClusterHistory`` class (not on the test
-function, whatever hypothesis' message says).
+A hypothesis state machine drives a `World` (pods created, ending every way, replaced,
+deleted by others, annotated, relabelled; nodes preempted; watches cut, history
+compacted, the API server restarted, error bursts, slow deletes) while the real daemon
+runs in-process. After every step nothing was deleted that the oracle did not select,
+each by the uid zombied decided on; at every ``settle`` and at the end, with faults
+stopped, every due zombie is gone and no key of a gone pod is queued. The steps run on
+the simulator's loop through a blocking portal; a failure's ``@reproduce_failure``
+replays on the ``ClusterHistory`` class.
 """
 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -63,9 +56,6 @@ def rule_sets(draw: st.DrawFn) -> RuleSet:
 
 class ClusterHistory(RuleBasedStateMachine):
     portal: ClassVar[anyio.from_thread.BlockingPortal]
-    histories: ClassVar[int] = 0
-    faults: ClassVar[dict[str, int]] = {}
-    totals: ClassVar[dict[str, int]] = {}
 
     def __init__(self) -> None:
         super().__init__()
@@ -76,12 +66,8 @@ class ClusterHistory(RuleBasedStateMachine):
         assert self.live is not None
         return self.portal.call(functools.partial(getattr(self.live.world, name), *args, **kwargs))
 
-    def _fault(self, name: str) -> None:
-        type(self).faults[name] = type(self).faults.get(name, 0) + 1
-
     @initialize(rules=rule_sets(), seed=st.integers(0, 2**16), pods=st.integers(4, 12))
     def start(self, rules: RuleSet, seed: int, pods: int) -> None:
-        type(self).histories += 1
         self._cm = self.portal.wrap_async_context_manager(running(rules, seed=seed, pods=pods))
         self.live = self._cm.__enter__()
 
@@ -127,13 +113,11 @@ class ClusterHistory(RuleBasedStateMachine):
     @rule()
     def cut_watches(self) -> None:
         assert self.live is not None
-        self._fault("watch cut")
         self.portal.call(self.live.sim.faults.cut_watches)
 
     @rule(cut=st.booleans())
     def compact(self, cut: bool) -> None:
         assert self.live is not None
-        self._fault("compaction")
         self.portal.call(self.live.sim.compact)
         if cut:
             self.portal.call(self.live.sim.faults.cut_watches)
@@ -141,7 +125,6 @@ class ClusterHistory(RuleBasedStateMachine):
     @rule(down_for=st.sampled_from([0.0, 0.0, 0.2]))
     def restart_api_server(self, down_for: float) -> None:
         assert self.live is not None
-        self._fault("api server restart")
         self.portal.call(self.live.sim.restart, down_for)
 
     @rule(
@@ -152,7 +135,6 @@ class ClusterHistory(RuleBasedStateMachine):
     )
     def error_burst(self, verb: str, status: int, count: int, retry_after: float) -> None:
         assert self.live is not None
-        self._fault(f"{status} burst")
         faults = self.live.sim.faults
         self.portal.call(
             lambda: faults.add_error(
@@ -167,7 +149,6 @@ class ClusterHistory(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([0.02, 0.1]))
     def slow_deletes(self, seconds: float) -> None:
         assert self.live is not None
-        self._fault("delete latency")
         faults = self.live.sim.faults
         self.portal.call(lambda: faults.add_latency("delete", "pods", seconds))
 
@@ -196,13 +177,6 @@ class ClusterHistory(RuleBasedStateMachine):
             self._settle()
             self.nothing_wrong_deleted()
         finally:
-            figures = self.live.world.figures if self.live is not None else None
-            if figures is not None:
-                totals = type(self).totals
-                for name, value in (("zombies", figures.zombies), ("reaped", figures.reaped)):
-                    totals[name] = totals.get(name, 0) + value
-                for name, value in figures.actions.items():
-                    totals[name] = totals.get(name, 0) + value
             self._cm.__exit__(None, None, None)
             self._cm = None
             self.live = None
@@ -217,13 +191,4 @@ def portal() -> Iterator[anyio.from_thread.BlockingPortal]:
 @pytest.mark.timeout(1800 if profile_name() == "nightly" else 600)
 def test_random_cluster_histories(portal: anyio.from_thread.BlockingPortal) -> None:
     ClusterHistory.portal = portal
-    ClusterHistory.histories = 0
-    ClusterHistory.faults = {}
-    ClusterHistory.totals = {}
-    started = time.monotonic()
     run_state_machine_as_test(ClusterHistory, settings=budget())
-    print(
-        f"\nproperty: {ClusterHistory.histories} histories in "
-        f"{time.monotonic() - started:.1f}s, faults injected: {ClusterHistory.faults}, "
-        f"cluster: {ClusterHistory.totals}"
-    )

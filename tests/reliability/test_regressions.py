@@ -9,16 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import anyio
 import pytest
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
-from zombied.kube import open_kube
 from zombied.queue import WorkQueue
 from zombied.rules import Rule, RuleSet
-from zombied.watch import Scope, Watcher
 
 from kubesim import Simulator
+from tests.daemon.conftest import watching
 from tests.helpers import eventually
 from tests.reliability.live import running, settle
 from tests.reliability.world import World
@@ -100,22 +98,15 @@ async def test_no_backoff_state_kept_for_a_pod_deleted_by_someone_else() -> None
 async def test_a_watch_cut_after_it_was_established_does_not_grow_the_backoff(
     sim: Simulator, kubeconfig: Path
 ) -> None:
-    """Connections that drop now and then must not make the watch blind for longer and longer.
-
-    Each cut of an established stream is one failure, not one more in a series: without
-    a reset on success, ten cuts within a minute push the wait before the next watch
-    towards the 30 s cap, and zombies go unseen that long.
-    """
+    """Each cut of an established stream is one failure, not one more in a series: without
+    a reset on success, ten cuts push the wait before the next watch towards the 30 s cap."""
     backoff = Backoff(initial=0.01, cap=30.0, jitter=0.0)
     cache = PodCache(NODE_SHUTDOWN, WorkQueue())
-    async with open_kube(str(kubeconfig), pool_size=2) as kube:
-        watcher = Watcher(kube, Scope(None), cache, timeout_min=30, timeout_max=30, backoff=backoff)
-        async with anyio.create_task_group() as tg:
-            await tg.start(watcher.run)
-            for _ in range(10):
-                await eventually(lambda: sim.store.watcher_count() == 1, timeout=5)
-                sim.faults.cut_watches()
-                await eventually(lambda: sim.store.watcher_count() == 0)
+    options = {"timeout_min": 30, "timeout_max": 30, "backoff": backoff, "pool_size": 2}
+    async with watching(kubeconfig, cache, **options):
+        for _ in range(10):
             await eventually(lambda: sim.store.watcher_count() == 1, timeout=5)
-            assert backoff.failures <= 1
-            tg.cancel_scope.cancel()
+            sim.faults.cut_watches()
+            await eventually(lambda: sim.store.watcher_count() == 0)
+        await eventually(lambda: sim.store.watcher_count() == 1, timeout=5)
+        assert backoff.failures <= 1

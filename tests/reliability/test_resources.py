@@ -1,10 +1,5 @@
-"""No task, socket or file handle survives a watch reconnect: 1,000 of them, counted.
-
-The real `Watcher` runs against the simulator, which cuts its watch as soon as it is
-open, a thousand times. Open file descriptors and asyncio tasks at the end must match
-the start (after a warm-up that fills the connection pool), and no ``ResourceWarning``
-may fire (warnings are errors in this suite; a final garbage collection flushes them).
-"""
+"""No task, socket or file handle survives a watch reconnect: 1,000 of them, counted
+(after a warm-up that fills the connection pool), and no ``ResourceWarning`` fires."""
 
 from __future__ import annotations
 

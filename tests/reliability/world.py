@@ -1,18 +1,11 @@
-"""A simulated cluster with a history, an independent oracle, and zombied's promises.
+"""A simulated cluster with a history, and an oracle of what zombied may delete.
 
-This module owns `World`: it drives the simulator like kubelets, controllers and
-users would (pods created, failing every way design.md lists, replaced under the same
-name, deleted by others, annotated, relabelled; nodes preempted) while keeping its own
-model of what it did to every pod uid: how it ended, when (as the kubelet's
-whole-second timestamps say), its owner, annotation, labels and namespace. The safety
-and liveness checks judge zombied's deletes by that model alone, written from
-design.md: the configuration is read from its `RuleSet` as plain data, and nothing here
-asks `zombied.rules` for a decision, so a bug in the rules cannot hide itself by
-agreeing with its own oracle. It never talks to zombied: the property tests, the soak
-and the signal tests run zombied in-process or as a process and call the checks here.
-
-Every action is synchronous and must run on the simulator's event loop (the store is
-not thread-safe); the property tests call them through an anyio blocking portal.
+`World` drives the simulator as kubelets, controllers and users would, and keeps its
+own model of every pod uid (how and when it ended, owner, annotation, labels,
+namespace). The safety and liveness checks judge zombied's deletes by that model alone,
+written from design.md: nothing here asks `zombied.rules` for a decision, so a bug in
+the rules cannot hide by agreeing with its own oracle. Every action is synchronous and
+runs on the simulator's event loop.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -149,10 +142,6 @@ class Figures:
     zombies: int = 0  # pods turned into selectable zombies by the driver
     reaped: int = 0  # zombied's accepted deletes
     wrong: int = 0  # safety violations
-    actions: dict[str, int] = field(default_factory=dict)
-
-    def count(self, action: str) -> None:
-        self.actions[action] = self.actions.get(action, 0) + 1
 
 
 class World:
@@ -262,7 +251,6 @@ class World:
         name = f"spot-{self._node_seq}"
         self._node_seq += 1
         self.sim.store.create("nodes", node_object(name, now=datetime.now(UTC)))
-        self.figures.count("node-added")
         return name
 
     def create_pod(
@@ -297,7 +285,6 @@ class World:
         )
         created = self.sim.store.create("pods", obj)
         self._model(created)
-        self.figures.count("pod-created")
         return f"{namespace}/{name}"
 
     def end_pod(
@@ -340,7 +327,6 @@ class World:
         model.ended = (stamp, stamp)
         if self.oracle.due(model) is not None:
             self.figures.zombies += 1
-        self.figures.count(f"end-{kind}")
         return updated
 
     def preempt(
@@ -378,7 +364,6 @@ class World:
         self.add_node()  # the cloud provider brings a fresh node
         if remove_node:
             self.sim.store.delete("nodes", "", node)
-        self.figures.count("preempt")
         return len(result.zombies)
 
     def replace(self, index: int, ending: str | None) -> str | None:
@@ -406,7 +391,6 @@ class World:
             current = self.sim.store.get("pods", namespace, name)
             assert current is not None
             self._end(current, ending)
-        self.figures.count("replace")
         return key
 
     def delete_by_other(self, index: int, *, terminal: bool = False) -> str | None:
@@ -422,7 +406,6 @@ class World:
             return None
         meta = pod["metadata"]
         self._delete(meta["namespace"], meta["name"])
-        self.figures.count("delete-by-other")
         return meta["name"]
 
     def _delete(self, namespace: str, name: str) -> None:
@@ -444,7 +427,6 @@ class World:
         annotations["zombied.io/keep"] = "true" if keep else "false"
         updated = self.sim.store.update("pods", pod, check_rv=False)
         self._model(updated).keep = keep
-        self.figures.count("annotate")
         return updated
 
     def relabel(self, index: int, precious: bool) -> str | None:
@@ -456,7 +438,6 @@ class World:
         pod["metadata"].setdefault("labels", {})["tier"] = "precious" if precious else "normal"
         updated = self.sim.store.update("pods", pod, check_rv=False)
         self._model(updated).precious = precious
-        self.figures.count("relabel")
         return updated
 
     # -- the promises ---------------------------------------------------------------------

@@ -1,9 +1,5 @@
-"""Rendering the kustomize manifests with the real kubectl, for the shipping tests.
-
-Only ``kubectl kustomize`` renders: kustomize's patch and label semantics are what an
-operator's ``kubectl apply -k`` uses, so a hand-written YAML merge would test the wrong
-thing.
-"""
+"""Rendering the kustomize manifests with the real kubectl (the semantics of an
+operator's ``kubectl apply -k``), for the shipping tests."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-MANIFESTS = ROOT / "manifests"
-BASE = MANIFESTS
+MANIFESTS = BASE = ROOT / "manifests"
 NAMESPACED = MANIFESTS / "overlays" / "namespaced"
 #: The namespaces the namespaced overlay watches.
 OVERLAY_NAMESPACES = ("team-a", "team-b")
@@ -43,10 +38,6 @@ def render(directory: Path) -> list[Obj]:
     )
     assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-
-
-def render_text(directory: Path) -> str:
-    return yaml.safe_dump_all(render(directory), sort_keys=False)
 
 
 def find(objects: list[Obj], kind: str, name: str | None = None) -> list[Obj]:

@@ -1,14 +1,9 @@
 """The Helm chart renders what the kustomize tree renders, and refuses bad values.
 
-Both install paths must give zombied the same objects: ``helm template`` of each mode
-is compared object by object with ``kubectl kustomize`` of the matching tree (the
-cluster-wide base, the namespaced overlay, the monitoring overlay, the base with the
-priority-class component). Only what says which tool installed an object may differ:
-the ``managed-by``, ``version`` and ``helm.sh/chart`` labels, and the Namespace, which
-helm leaves to ``--create-namespace``. RBAC rules, security contexts, probes,
-arguments, env, ports and resources are compared exactly, and so are the alerts and the
-dashboard (the chart's ``files/`` are copies of the component's). ``helm lint`` and
-``helm template`` are the real helm (``make helm``).
+``helm template`` of each mode is compared object by object with ``kubectl kustomize``
+of the matching tree; only the labels saying which tool installed an object may differ,
+and the Namespace, which helm leaves to ``--create-namespace``. The real helm (``make
+helm``) lints and renders.
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ from zombied.daemon import Daemon
 from zombied.rules import judge as real_judge
 
 from kubesim import Simulator
-from tests.daemon.capture import captured_logs
-from tests.daemon.conftest import ConfigFactory
+from tests.daemon.conftest import ConfigFactory, captured_logs
 from tests.daemon.pods import zombie
 from tests.helpers import eventually
 

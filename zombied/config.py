@@ -342,6 +342,15 @@ _NAMESPACE: Final = Value(_matching(_DNS_LABEL, "a valid namespace name"), "NS")
 _COUNT: Final = Value(_positive(int, "a whole number >= 1"), "N", int)
 _SWITCH: Final = Value(_boolean, "true|false", bool, const="true")
 _NAMES: Final = Value(_namespaces, "NS,...", str | list[str])
+_KINDS: Final = dataclasses.replace(_NAMES, parse=_kinds, metavar="KIND,...")
+_RATE: Final = Value(_positive(float, "a number > 0"), "QPS", float)
+_BURST: Final = dataclasses.replace(_COUNT, metavar="BURST")
+_LISTEN: Final = Value(_listen, "HOST:PORT")
+_LEVEL: Final = _one_of("debug", "info", "warning", "error", aliases={"warn": "warning"})
+_LEASE_NAME: Final = Value(_matching(_DNS_SUBDOMAIN, "a lowercase DNS name"), "NAME")
+_WATCH_TIMEOUT: Final = dataclasses.replace(
+    _DURATION, parse=_at_least(1, " (the API counts whole seconds)")
+)
 
 _ALL: Final = frozenset(COMMANDS)
 _RUN: Final = frozenset({"run"})
@@ -357,18 +366,18 @@ def _camel(name: str) -> str:
 
 @dataclass(frozen=True)
 class Option:
-    """One setting: its value, where it may come from, its default, who takes it."""
+    """One setting: its value, its default as a flag would give it (None: unset), its help
+    and the commands that take it."""
 
     name: str  # snake_case; upper-cased, the env var suffix; camelCased, the file key
     value: Value
-    default: str | None  # as it would be given on the command line; None: unset
+    default: str | None
     help: str
     commands: frozenset[str] = _ALL
-    default_text: str | None = None  # how the default reads in --help and the reference
+    default_text: str | None = None  # the default in --help and the reference, if not itself
     short: str | None = None  # kubectl's one-letter alias, where it has one
     aliases: tuple[str, ...] = ()  # further long spellings kubectl users type by habit
-    # What one invocation is about (-n, -A), not a setting: never from env or file.
-    flag_only: bool = False
+    flag_only: bool = False  # what one invocation is about (-n, -A): never env or file
 
     @property
     def flag(self) -> str:
@@ -391,7 +400,7 @@ class Option:
         return tuple(s for s in (self.short, self.flag, *self.aliases) if s)
 
     def shown_default(self) -> str:
-        return self.default_text if self.default_text is not None else str(self.default)
+        return self.default_text or self.default or "none"
 
 
 OPTIONS: Final[tuple[Option, ...]] = (
@@ -399,36 +408,29 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "config",
         Value(str, "FILE"),
         None,
-        "YAML file setting the options below (all but -n and -A) by their camelCase names "
-        "(minAge, excludeNamespaces, …), and rules with their own min ages",
-        default_text="none",
+        "YAML file of these options (by camelCase key) and of rules",
     ),
     Option(
         "kubeconfig",
         Value(_non_empty, "PATH"),
         None,
-        "kubeconfig file; default: in-cluster service account, else $KUBECONFIG or ~/.kube/config",
-        default_text="auto",
+        "kubeconfig file",
+        default_text="in-cluster service account, else $KUBECONFIG or ~/.kube/config",
     ),
     Option(
         "context", Value(_non_empty, "NAME"), None, "kubeconfig context", default_text="current"
     ),
     Option(
-        "namespaces",
-        _NAMES,
-        "",
-        "comma-separated namespaces zombied works in: run watches them, scan lists them and "
-        "explain judges a pod by them; empty: every namespace",
-        default_text="all",
+        "namespaces", _NAMES, "", "comma-separated namespaces zombied works in", default_text="all"
     ),
     Option(
         "namespace",
         _NAMESPACE,
         None,
-        "as in kubectl, the namespace of the pods listed or of the pod explained (explain "
-        "POD -n NS, or explain NS/POD); --namespaces still decides what zombied may delete",
+        "as in kubectl, the namespace listed or explained; --namespaces still decides what "
+        "zombied may delete",
         _REPORTING,
-        default_text="scan: all; explain: from NS/POD",
+        "scan: all; explain: from NS/POD",
         short="-n",
         flag_only=True,
     ),
@@ -436,26 +438,20 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "all_namespaces",
         _SWITCH,
         "false",
-        "list every namespace of --namespaces, as without -n (kubectl's spelling; "
-        "not combinable with -n)",
+        "list every namespace of --namespaces (not with -n)",
         _SCAN,
-        default_text="true without -n",
+        "true without -n",
         short="-A",
         flag_only=True,
     ),
     Option(
-        "exclude_namespaces",
-        _NAMES,
-        "",
-        "comma-separated namespaces whose pods are never touched",
-        default_text="none",
+        "exclude_namespaces", _NAMES, "", "comma-separated namespaces whose pods are never touched"
     ),
     Option(
         "label_selector",
         Value(parse_label_selector, "SELECTOR"),
         "",
-        "only pods matching this label selector, in the API server's syntax "
-        "(a=b, a!=b, a in (x,y), a notin (x), a, !a, a>1, a<1)",
+        "only pods matching this selector (a=b, a!=b, a in (x,y), a notin (x), a, !a, a>1)",
         default_text="all pods",
         short="-l",
         aliases=("--selector",),
@@ -464,69 +460,40 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "rules",
         Value(_rules, "RULE[=AGE],..."),
         None,
-        f"comma-separated rules to enable: built-in ({', '.join(RULE_NAMES)}) or defined "
-        "in the --config file; NAME=DURATION gives a rule its own min age",
+        f"rules to enable, built-in ({', '.join(RULE_NAMES)}) or the file's, each with its "
+        "own min age in NAME=DURATION",
         default_text=",".join(DEFAULT_RULES),
     ),
     Option(
         "min_age",
         dataclasses.replace(_DURATION, parse=_min_age),
         format_duration(DEFAULT_MIN_AGE),
-        "how long a pod must have been terminal before it is deleted, for rules "
-        "without their own min age (500ms, 30s, 5m, 1h30m or seconds); "
-        + ", ".join(f"{name} has {format_duration(age)}" for name, age in OWN_MIN_AGES.items()),
+        "how long a pod is terminal before it is deleted, unless its rule says",
     ),
     Option(
-        "exclude_owner_kinds",
-        dataclasses.replace(_NAMES, parse=_kinds, metavar="KIND,..."),
-        "",
-        "comma-separated owner kinds (e.g. Job) whose pods are never touched; case-insensitive",
-        default_text="none",
+        "exclude_owner_kinds", _KINDS, "", "owner kinds (e.g. Job) whose pods are never touched"
     ),
-    Option(
-        "qps",
-        Value(_positive(float, "a number > 0"), "QPS", float),
-        "20",
-        "pod DELETE requests per second at most; 429s, 5xx and timeouts lower the rate at "
-        "once, quiet seconds raise it back. Bounds DELETEs only: Reaped Events have their "
-        "own 5/s (excess dropped, counted), the lease renews every --retry-period, watches "
-        "are not counted",
-        _DELETING,
-    ),
-    Option(
-        "burst",
-        dataclasses.replace(_COUNT, metavar="BURST"),
-        "100",
-        "pod DELETE requests allowed back to back (most of a node's 110 pods at once)",
-        _DELETING,
-    ),
-    Option(
-        "max_in_flight",
-        _COUNT,
-        "4",
-        "concurrent DELETE requests (delete workers)",
-        _DELETING,
-    ),
+    Option("qps", _RATE, "20", "pod DELETEs per second at most; errors lower the rate", _DELETING),
+    Option("burst", _BURST, "100", "pod DELETE requests allowed back to back", _DELETING),
+    Option("max_in_flight", _COUNT, "4", "concurrent DELETE requests", _DELETING),
     Option(
         "dry_run",
         Value(_dry_run, "client|server|none", bool | str, const="client"),
         "none",
-        "log what would be deleted (client) or send deletes with dryRun=All (server); "
-        "a bare --dry-run means client",
+        "log what would be deleted (client) or delete with dryRun=All (server)",
     ),
     Option(
         "listen",
-        Value(_listen, "HOST:PORT"),
+        _LISTEN,
         "0.0.0.0:8080",
-        "HOST:PORT for /healthz, /readyz and /metrics; port 0 picks a free port",
+        "HOST:PORT of /healthz, /readyz, /metrics; port 0: any free",
         _RUN,
     ),
     Option(
         "drain_timeout",
         _DURATION,
         "20s",
-        "on SIGTERM, how long to finish due deletes before exiting; keep it below the "
-        "pod's terminationGracePeriodSeconds",
+        "on SIGTERM, time to finish due deletes (below the grace period)",
         _RUN,
     ),
     Option(
@@ -535,46 +502,35 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "auto",
         "auto: console on a terminal, else JSON lines",
     ),
-    Option(
-        "log_level",
-        _one_of("debug", "info", "warning", "error", aliases={"warn": "warning"}),
-        "info",
-        "minimum level logged",
-    ),
+    Option("log_level", _LEVEL, "info", "minimum level logged"),
     Option(
         "leader_elect",
         _SWITCH,
         "false",
-        "elect a leader through a coordination.k8s.io Lease; only the leader deletes",
+        "elect a leader through a Lease; only the leader deletes",
         _RUN,
     ),
-    Option(
-        "lease_name",
-        Value(_matching(_DNS_SUBDOMAIN, "a lowercase DNS name"), "NAME"),
-        "zombied",
-        "name of the Lease",
-        _RUN,
-    ),
+    Option("lease_name", _LEASE_NAME, "zombied", "name of the Lease", _RUN),
     Option(
         "lease_namespace",
         _NAMESPACE,
         None,
         "namespace of the Lease",
         _RUN,
-        default_text="the namespace zombied runs in (in a cluster), else default",
+        "the namespace zombied runs in (in a cluster), else default",
     ),
     Option(
         "lease_duration",
         _POSITIVE_DURATION,
         "15s",
-        "how long a Lease is valid without renewal; standbys take over after it",
+        "how long a Lease holds unrenewed; then standbys take over",
         _RUN,
     ),
     Option(
         "renew_deadline",
         _POSITIVE_DURATION,
         "10s",
-        "the leader stops deleting when it could not renew for this long",
+        "the leader stops deleting after failing to renew this long",
         _RUN,
     ),
     Option(
@@ -586,18 +542,16 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "watch_timeout",
-        dataclasses.replace(_DURATION, parse=_at_least(1, " (the API counts whole seconds)")),
+        _WATCH_TIMEOUT,
         "5m",
-        "minimum server-side watch timeout; each watch picks at random up to twice this",
+        "shortest server-side watch timeout; the longest is twice it",
         _RUN,
     ),
     Option(
         "output",
         _one_of("table", "wide", "json", "yaml", "name"),
         "table",
-        "report format: a table (wide, scan only: adds phase, termination time and "
-        "message), JSON or YAML (camelCase keys, RFC 3339 times), or name: pod/NAME of each "
-        "pod zombied would delete now",
+        "report format; wide (scan only) adds phase, termination time and message",
         _REPORTING,
         short="-o",
     ),
@@ -606,16 +560,11 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "waiting",
         _SWITCH,
         "false",
-        "also list the pods that match a rule but are not yet past its min age, with when "
-        "they become due; they are never deleted",
+        "also list the pods that match a rule but are not yet due",
         _SCAN,
     ),
     Option(
-        "delete",
-        _SWITCH,
-        "false",
-        "delete the zombies found (once); with --dry-run only reports what it would delete",
-        _SCAN,
+        "delete", _SWITCH, "false", "delete the zombies found, once (--dry-run: report them)", _SCAN
     ),
 )
 

@@ -1,17 +1,11 @@
 """Every setting of zombied, from one table; one typed configuration per command.
 
-`OPTIONS` is the single source of truth: each `Option` is read from its flag, its
-environment variable (``ZOMBIED_<NAME>``) and its camelCase key in the ``--config``
-YAML file, flag > environment > file > default; the documentation's reference is
-generated from the same table. Every value given is checked, whichever source wins and
-whichever command it serves, so a typo never waits for the day its override goes away.
-Each command gets a configuration type holding only the options it takes.
-
-The file is decoded with a msgspec schema built from the table, and each problem names
-its key path and line (``line 4: rules[0].minAge: ...``). What makes a rule valid is
-decided in `zombied.rules`; this module places a `RuleError` at its line or flag. Every
-problem is a `ConfigError` whose one line starts with the option at fault, so the CLI
-prints it and exits 2. Nothing here talks to the cluster.
+Each `Option` of `OPTIONS` is read from its flag, its environment variable and its
+camelCase key in the ``--config`` file (flag > environment > file > default), and every
+value given is checked, whichever source wins. The file is decoded with a msgspec schema
+made from the table; each of its errors names the path and line. What makes a rule valid
+`zombied.rules` decides. Every problem is a one-line `ConfigError` starting with the
+option at fault. Nothing here talks to the cluster.
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 import msgspec
 import yaml
@@ -34,7 +28,6 @@ from zombied.errors import ConfigError
 from zombied.rules import (
     DEFAULT_MIN_AGE,
     DEFAULT_RULES,
-    OWN_MIN_AGES,
     RULE_NAMES,
     SPEC_FIELDS,
     RuleError,
@@ -46,24 +39,6 @@ from zombied.rules import (
     check_min_age,
 )
 from zombied.selector import LabelSelector
-
-__all__ = [
-    "COMMANDS",
-    "OPTIONS",
-    "AnyConfig",
-    "Config",
-    "DryRun",
-    "ExplainConfig",
-    "Option",
-    "RunConfig",
-    "ScanConfig",
-    "Value",
-    "build_parser",
-    "format_duration",
-    "load_config",
-    "parse_duration",
-    "parse_label_selector",
-]
 
 #: The commands that take options, and what each does.
 COMMANDS: Final = {
@@ -87,13 +62,8 @@ class DryRun(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class CommonConfig:
-    """What every command takes: the cluster, the pods zombied looks at, the rules.
+    """What every command takes; `load_config` fills every field from the table."""
 
-    No defaults here: `load_config` fills every field from the option table, the one
-    place a default is written.
-    """
-
-    command: ClassVar[str]
     config_file: str | None
     kubeconfig: str | None
     context: str | None
@@ -106,8 +76,7 @@ class CommonConfig:
     log_level: str
 
     def __post_init__(self) -> None:
-        # The rules judge pods by the selection the watches are built from: deriving it
-        # here means the two cannot disagree, however a configuration was put together.
+        # The rules judge pods by the selection the watches are built from, whatever made it.
         scope = Selection(self.namespaces, self.exclude_namespaces, self.label_selector)
         object.__setattr__(self, "rules", dataclasses.replace(self.rules, scope=scope))
 
@@ -116,7 +85,6 @@ class CommonConfig:
 class RunConfig(CommonConfig):
     """``zombied run``: the controller."""
 
-    command: ClassVar[str] = "run"
     qps: float
     burst: int
     max_in_flight: int
@@ -137,7 +105,6 @@ class RunConfig(CommonConfig):
 class ScanConfig(CommonConfig):
     """``zombied scan``: one listing, and with ``delete`` one reaping pass."""
 
-    command: ClassVar[str] = "scan"
     namespace: str | None  # -n: list this namespace only; None: every watched one
     qps: float
     burst: int
@@ -152,7 +119,6 @@ class ScanConfig(CommonConfig):
 class ExplainConfig(CommonConfig):
     """``zombied explain``: one pod, judged as ``run`` would judge it."""
 
-    command: ClassVar[str] = "explain"
     target: tuple[str, str]  # the pod's namespace and name
     output: str
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import msgspec
 import yaml
@@ -64,6 +64,7 @@ class DryRun(StrEnum):
 class CommonConfig:
     """What every command takes; `load_config` fills every field from the table."""
 
+    command: ClassVar[str]
     config_file: str | None
     kubeconfig: str | None
     context: str | None
@@ -85,6 +86,7 @@ class CommonConfig:
 class RunConfig(CommonConfig):
     """``zombied run``: the controller."""
 
+    command: ClassVar[str] = "run"
     qps: float
     burst: int
     max_in_flight: int
@@ -105,6 +107,7 @@ class RunConfig(CommonConfig):
 class ScanConfig(CommonConfig):
     """``zombied scan``: one listing, and with ``delete`` one reaping pass."""
 
+    command: ClassVar[str] = "scan"
     namespace: str | None  # -n: list this namespace only; None: every watched one
     qps: float
     burst: int
@@ -119,6 +122,7 @@ class ScanConfig(CommonConfig):
 class ExplainConfig(CommonConfig):
     """``zombied explain``: one pod, judged as ``run`` would judge it."""
 
+    command: ClassVar[str] = "explain"
     target: tuple[str, str]  # the pod's namespace and name
     output: str
 

@@ -291,6 +291,7 @@ class Value:
     metavar: str
     file_type: Any = str  # what msgspec decodes from the file, before `parse`
     const: str | None = None  # what the flag alone means; None: it needs a value
+    default: str | None = None  # the default of the options that do not give their own
 
 
 def _one_of(*choices: str, aliases: Mapping[str, str] | None = None) -> Value:
@@ -306,16 +307,16 @@ def _one_of(*choices: str, aliases: Mapping[str, str] | None = None) -> Value:
     return Value(parse, "|".join(choices))
 
 
+_TEXT: Final = Value(_non_empty, "NAME")
 _DURATION: Final = Value(parse_duration, "DURATION", str | float)
-_POSITIVE_DURATION: Final = dataclasses.replace(_DURATION, parse=_at_least(0.001))
+_PERIOD: Final = dataclasses.replace(_DURATION, parse=_at_least(0.001))
+_MIN_AGE: Final = dataclasses.replace(_DURATION, parse=_min_age)
 _NAMESPACE: Final = Value(_matching(_DNS_LABEL, "a valid namespace name"), "NS")
 _COUNT: Final = Value(_positive(int, "a whole number >= 1"), "N", int)
-_SWITCH: Final = Value(_boolean, "true|false", bool, const="true")
-_NAMES: Final = Value(_namespaces, "NS,...", str | list[str])
+_SWITCH: Final = Value(_boolean, "true|false", bool, const="true", default="false")
+_NAMES: Final = Value(_namespaces, "NS,...", str | list[str], default="")
 _KINDS: Final = dataclasses.replace(_NAMES, parse=_kinds, metavar="KIND,...")
-_RATE: Final = Value(_positive(float, "a number > 0"), "QPS", float)
-_BURST: Final = dataclasses.replace(_COUNT, metavar="BURST")
-_LISTEN: Final = Value(_listen, "HOST:PORT")
+_DRY_RUN: Final = Value(_dry_run, "client|server|none", bool | str, const="client")
 _LEVEL: Final = _one_of("debug", "info", "warning", "error", aliases={"warn": "warning"})
 _LEASE_NAME: Final = Value(_matching(_DNS_SUBDOMAIN, "a lowercase DNS name"), "NAME")
 _WATCH_TIMEOUT: Final = dataclasses.replace(
@@ -336,18 +337,21 @@ def _camel(name: str) -> str:
 
 @dataclass(frozen=True)
 class Option:
-    """One setting: its value, its default as a flag would give it (None: unset), its help
-    and the commands that take it."""
+    """One setting: its value, help, default (as a flag gives it) and the commands it serves."""
 
     name: str  # snake_case; upper-cased, the env var suffix; camelCased, the file key
     value: Value
-    default: str | None
     help: str
+    default: str | None = None  # None: the value's default, else unset
     commands: frozenset[str] = _ALL
-    default_text: str | None = None  # the default in --help and the reference, if not itself
+    shown: str | None = None  # the default in --help and the reference, when not itself
     short: str | None = None  # kubectl's one-letter alias, where it has one
     aliases: tuple[str, ...] = ()  # further long spellings kubectl users type by habit
     flag_only: bool = False  # what one invocation is about (-n, -A): never env or file
+
+    def __post_init__(self) -> None:
+        if self.default is None:
+            object.__setattr__(self, "default", self.value.default)
 
     @property
     def flag(self) -> str:
@@ -370,171 +374,150 @@ class Option:
         return tuple(s for s in (self.short, self.flag, *self.aliases) if s)
 
     def shown_default(self) -> str:
-        return self.default_text or self.default or "none"
+        return self.shown or self.default or "none"
 
 
 OPTIONS: Final[tuple[Option, ...]] = (
-    Option(
-        "config",
-        Value(str, "FILE"),
-        None,
-        "YAML file of these options (by camelCase key) and of rules",
-    ),
+    Option("config", Value(str, "FILE"), "YAML file of these options (by camelCase key) and rules"),
     Option(
         "kubeconfig",
         Value(_non_empty, "PATH"),
-        None,
         "kubeconfig file",
-        default_text="in-cluster service account, else $KUBECONFIG or ~/.kube/config",
+        shown="in-cluster service account, else $KUBECONFIG or ~/.kube/config",
     ),
-    Option(
-        "context", Value(_non_empty, "NAME"), None, "kubeconfig context", default_text="current"
-    ),
-    Option(
-        "namespaces", _NAMES, "", "comma-separated namespaces zombied works in", default_text="all"
-    ),
+    Option("context", _TEXT, "kubeconfig context", shown="current"),
+    Option("namespaces", _NAMES, "comma-separated namespaces zombied works in", shown="all"),
     Option(
         "namespace",
         _NAMESPACE,
-        None,
         "as in kubectl, the namespace listed or explained; --namespaces still decides what "
         "zombied may delete",
-        _REPORTING,
-        "scan: all; explain: from NS/POD",
+        commands=_REPORTING,
+        shown="scan: all; explain: from NS/POD",
         short="-n",
         flag_only=True,
     ),
     Option(
         "all_namespaces",
         _SWITCH,
-        "false",
         "list every namespace of --namespaces (not with -n)",
-        _SCAN,
-        "true without -n",
+        commands=_SCAN,
+        shown="true without -n",
         short="-A",
         flag_only=True,
     ),
-    Option(
-        "exclude_namespaces", _NAMES, "", "comma-separated namespaces whose pods are never touched"
-    ),
+    Option("exclude_namespaces", _NAMES, "comma-separated namespaces whose pods are never touched"),
     Option(
         "label_selector",
-        Value(parse_label_selector, "SELECTOR"),
-        "",
+        Value(parse_label_selector, "SELECTOR", default=""),
         "only pods matching this selector (a=b, a!=b, a in (x,y), a notin (x), a, !a, a>1)",
-        default_text="all pods",
+        shown="all pods",
         short="-l",
         aliases=("--selector",),
     ),
     Option(
         "rules",
         Value(_rules, "RULE[=AGE],..."),
-        None,
-        f"rules to enable, built-in ({', '.join(RULE_NAMES)}) or the file's, each with its "
-        "own min age in NAME=DURATION",
-        default_text=",".join(DEFAULT_RULES),
+        f"rules to enable, built-in ({', '.join(RULE_NAMES)}) or the file's; NAME=DURATION "
+        "gives one its own min age",
+        shown=",".join(DEFAULT_RULES),
     ),
     Option(
         "min_age",
-        dataclasses.replace(_DURATION, parse=_min_age),
+        _MIN_AGE,
+        "how long a pod must have been terminal before it is deleted, unless its rule says",
         format_duration(DEFAULT_MIN_AGE),
-        "how long a pod is terminal before it is deleted, unless its rule says",
+    ),
+    Option("exclude_owner_kinds", _KINDS, "owner kinds (e.g. Job) whose pods are never touched"),
+    Option(
+        "qps",
+        Value(_positive(float, "a number > 0"), "QPS", float),
+        "pod DELETEs per second at most; errors lower the rate, quiet seconds raise it",
+        "20",
+        _DELETING,
     ),
     Option(
-        "exclude_owner_kinds", _KINDS, "", "owner kinds (e.g. Job) whose pods are never touched"
+        "burst",
+        dataclasses.replace(_COUNT, metavar="BURST"),
+        "pod DELETE requests allowed back to back",
+        "100",
+        _DELETING,
     ),
-    Option("qps", _RATE, "20", "pod DELETEs per second at most; errors lower the rate", _DELETING),
-    Option("burst", _BURST, "100", "pod DELETE requests allowed back to back", _DELETING),
-    Option("max_in_flight", _COUNT, "4", "concurrent DELETE requests", _DELETING),
+    Option("max_in_flight", _COUNT, "concurrent DELETE requests", "4", _DELETING),
     Option(
-        "dry_run",
-        Value(_dry_run, "client|server|none", bool | str, const="client"),
-        "none",
-        "log what would be deleted (client) or delete with dryRun=All (server)",
+        "dry_run", _DRY_RUN, "log deletes (client) or send them with dryRun=All (server)", "none"
     ),
     Option(
         "listen",
-        _LISTEN,
+        Value(_listen, "HOST:PORT"),
+        "HOST:PORT of /healthz, /readyz and /metrics; port 0 picks a free port",
         "0.0.0.0:8080",
-        "HOST:PORT of /healthz, /readyz, /metrics; port 0: any free",
         _RUN,
     ),
     Option(
         "drain_timeout",
         _DURATION,
+        "on SIGTERM, how long to finish due deletes; keep it below the grace period",
         "20s",
-        "on SIGTERM, time to finish due deletes (below the grace period)",
         _RUN,
     ),
     Option(
         "log_format",
         _one_of("auto", "json", "console"),
-        "auto",
         "auto: console on a terminal, else JSON lines",
+        "auto",
     ),
-    Option("log_level", _LEVEL, "info", "minimum level logged"),
+    Option("log_level", _LEVEL, "minimum level logged", "info"),
     Option(
-        "leader_elect",
-        _SWITCH,
-        "false",
-        "elect a leader through a Lease; only the leader deletes",
-        _RUN,
+        "leader_elect", _SWITCH, "elect a leader through a Lease; only it deletes", commands=_RUN
     ),
-    Option("lease_name", _LEASE_NAME, "zombied", "name of the Lease", _RUN),
+    Option("lease_name", _LEASE_NAME, "name of the Lease", "zombied", _RUN),
     Option(
         "lease_namespace",
         _NAMESPACE,
-        None,
         "namespace of the Lease",
-        _RUN,
-        "the namespace zombied runs in (in a cluster), else default",
+        commands=_RUN,
+        shown="the namespace zombied runs in (in a cluster), else default",
     ),
     Option(
         "lease_duration",
-        _POSITIVE_DURATION,
+        _PERIOD,
+        "how long a Lease holds unrenewed; then others take it",
         "15s",
-        "how long a Lease holds unrenewed; then standbys take over",
         _RUN,
     ),
     Option(
         "renew_deadline",
-        _POSITIVE_DURATION,
-        "10s",
+        _PERIOD,
         "the leader stops deleting after failing to renew this long",
+        "10s",
         _RUN,
     ),
-    Option(
-        "retry_period",
-        _POSITIVE_DURATION,
-        "2s",
-        "interval between Lease acquire/renew attempts",
-        _RUN,
-    ),
+    Option("retry_period", _PERIOD, "interval between Lease acquire/renew attempts", "2s", _RUN),
     Option(
         "watch_timeout",
         _WATCH_TIMEOUT,
+        "shortest server-side watch timeout; each watch picks up to twice it",
         "5m",
-        "shortest server-side watch timeout; the longest is twice it",
         _RUN,
     ),
     Option(
         "output",
         _one_of("table", "wide", "json", "yaml", "name"),
-        "table",
         "report format; wide (scan only) adds phase, termination time and message",
+        "table",
         _REPORTING,
         short="-o",
     ),
-    Option("no_headers", _SWITCH, "false", "print the table without its header line", _SCAN),
+    Option("no_headers", _SWITCH, "print the table without its header line", commands=_SCAN),
     Option(
         "waiting",
         _SWITCH,
-        "false",
         "also list the pods that match a rule but are not yet due",
-        _SCAN,
+        commands=_SCAN,
     ),
     Option(
-        "delete", _SWITCH, "false", "delete the zombies found, once (--dry-run: report them)", _SCAN
+        "delete", _SWITCH, "delete the zombies found, once (--dry-run: report them)", commands=_SCAN
     ),
 )
 

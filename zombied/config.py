@@ -199,21 +199,28 @@ def _positive(convert: Callable[[str], float], words: str) -> Callable[[str], An
     return parse
 
 
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-        raise ValueError(f"must be true or false, got {text!r}")
-    return lowered in ("true", "1", "yes", "on")
+def _spelled(words: str, spellings: Mapping[str, Any]) -> Callable[[str], Any]:
+    """The value ``text`` spells, in any case: one of ``spellings``."""
+
+    def parse(text: str) -> Any:
+        if text.strip().lower() not in spellings:
+            raise ValueError(f"must be {words}, got {text!r}")
+        return spellings[text.strip().lower()]
+
+    return parse
 
 
-def _dry_run(text: str) -> DryRun:
-    # "none" is kubectl's spelling of off; a bare flag and an environment variable say
-    # true and false.
-    spelled = {"client": DryRun.CLIENT, "server": DryRun.SERVER, "none": DryRun.OFF}
-    spelled |= {"true": DryRun.CLIENT, "false": DryRun.OFF, "off": DryRun.OFF}
-    if text.strip().lower() not in spelled:
-        raise ValueError(f"must be one of client, server, none, got {text!r}")
-    return spelled[text.strip().lower()]
+_boolean: Final = _spelled(
+    "true or false",
+    dict.fromkeys(("true", "1", "yes", "on"), True)
+    | dict.fromkeys(("false", "0", "no", "off"), False),
+)
+# "none" is kubectl's spelling of off; an environment variable may say true or false.
+_dry_run: Final = _spelled(
+    "one of client, server, none",
+    {"client": DryRun.CLIENT, "true": DryRun.CLIENT, "server": DryRun.SERVER}
+    | dict.fromkeys(("none", "false", "off"), DryRun.OFF),
+)
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -294,17 +301,10 @@ class Value:
     default: str | None = None  # the default of the options that do not give their own
 
 
-def _one_of(*choices: str, aliases: Mapping[str, str] | None = None) -> Value:
+def _one_of(*choices: str, **aliases: str) -> Value:
     """One of ``choices``, in any case, or one of their ``aliases``."""
-
-    def parse(text: str) -> str:
-        lowered = text.strip().lower()
-        lowered = (aliases or {}).get(lowered, lowered)
-        if lowered not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
-        return lowered
-
-    return Value(parse, "|".join(choices))
+    spellings = {choice: choice for choice in choices} | aliases
+    return Value(_spelled("one of " + ", ".join(choices), spellings), "|".join(choices))
 
 
 _TEXT: Final = Value(_non_empty, "NAME")
@@ -317,7 +317,7 @@ _SWITCH: Final = Value(_boolean, "true|false", bool, const="true", default="fals
 _NAMES: Final = Value(_namespaces, "NS,...", str | list[str], default="")
 _KINDS: Final = dataclasses.replace(_NAMES, parse=_kinds, metavar="KIND,...")
 _DRY_RUN: Final = Value(_dry_run, "client|server|none", bool | str, const="client")
-_LEVEL: Final = _one_of("debug", "info", "warning", "error", aliases={"warn": "warning"})
+_LEVEL: Final = _one_of("debug", "info", "warning", "error", warn="warning")
 _LEASE_NAME: Final = Value(_matching(_DNS_SUBDOMAIN, "a lowercase DNS name"), "NAME")
 _WATCH_TIMEOUT: Final = dataclasses.replace(
     _DURATION, parse=_at_least(1, " (the API counts whole seconds)")

@@ -316,10 +316,13 @@ _COUNT: Final = Value(_positive(int, "a whole number >= 1"), "N", int)
 _SWITCH: Final = Value(_boolean, "true|false", bool, const="true", default="false")
 _NAMES: Final = Value(_namespaces, "NS,...", str | list[str], default="")
 _KINDS: Final = dataclasses.replace(_NAMES, parse=_kinds, metavar="KIND,...")
+_RATE: Final = Value(_positive(float, "a number > 0"), "QPS", float)
+_LISTEN: Final = Value(_listen, "HOST:PORT")
+_FORMAT: Final = _one_of("auto", "json", "console")
 _DRY_RUN: Final = Value(_dry_run, "client|server|none", bool | str, const="client")
 _LEVEL: Final = _one_of("debug", "info", "warning", "error", warn="warning")
 _LEASE_NAME: Final = Value(_matching(_DNS_SUBDOMAIN, "a lowercase DNS name"), "NAME")
-_WATCH_TIMEOUT: Final = dataclasses.replace(
+_WATCH: Final = dataclasses.replace(
     _DURATION, parse=_at_least(1, " (the API counts whole seconds)")
 )
 
@@ -429,44 +432,21 @@ OPTIONS: Final[tuple[Option, ...]] = (
         format_duration(DEFAULT_MIN_AGE),
     ),
     Option("exclude_owner_kinds", _KINDS, "owner kinds (e.g. Job) whose pods are never touched"),
-    Option(
-        "qps",
-        Value(_positive(float, "a number > 0"), "QPS", float),
-        "pod DELETEs per second at most; errors lower the rate, quiet seconds raise it",
-        "20",
-        _DELETING,
-    ),
-    Option(
-        "burst",
-        dataclasses.replace(_COUNT, metavar="BURST"),
-        "pod DELETE requests allowed back to back",
-        "100",
-        _DELETING,
-    ),
+    Option("qps", _RATE, "pod DELETEs per second at most, fewer after errors", "20", _DELETING),
+    Option("burst", _COUNT, "pod DELETE requests allowed back to back", "100", _DELETING),
     Option("max_in_flight", _COUNT, "concurrent DELETE requests", "4", _DELETING),
     Option(
         "dry_run", _DRY_RUN, "log deletes (client) or send them with dryRun=All (server)", "none"
     ),
-    Option(
-        "listen",
-        Value(_listen, "HOST:PORT"),
-        "HOST:PORT of /healthz, /readyz and /metrics; port 0 picks a free port",
-        "0.0.0.0:8080",
-        _RUN,
-    ),
+    Option("listen", _LISTEN, "address of /healthz, /readyz and /metrics", "0.0.0.0:8080", _RUN),
     Option(
         "drain_timeout",
         _DURATION,
-        "on SIGTERM, how long to finish due deletes; keep it below the grace period",
+        "on SIGTERM, how long to finish due deletes; keep it below the pod's grace period",
         "20s",
         _RUN,
     ),
-    Option(
-        "log_format",
-        _one_of("auto", "json", "console"),
-        "auto: console on a terminal, else JSON lines",
-        "auto",
-    ),
+    Option("log_format", _FORMAT, "auto: console on a terminal, else JSON lines", "auto"),
     Option("log_level", _LEVEL, "minimum level logged", "info"),
     Option(
         "leader_elect", _SWITCH, "elect a leader through a Lease; only it deletes", commands=_RUN
@@ -479,28 +459,16 @@ OPTIONS: Final[tuple[Option, ...]] = (
         commands=_RUN,
         shown="the namespace zombied runs in (in a cluster), else default",
     ),
-    Option(
-        "lease_duration",
-        _PERIOD,
-        "how long a Lease holds unrenewed; then others take it",
-        "15s",
-        _RUN,
-    ),
+    Option("lease_duration", _PERIOD, "how long a Lease is valid without renewal", "15s", _RUN),
     Option(
         "renew_deadline",
         _PERIOD,
-        "the leader stops deleting after failing to renew this long",
+        "the leader stops deleting after this long unrenewed",
         "10s",
         _RUN,
     ),
     Option("retry_period", _PERIOD, "interval between Lease acquire/renew attempts", "2s", _RUN),
-    Option(
-        "watch_timeout",
-        _WATCH_TIMEOUT,
-        "shortest server-side watch timeout; each watch picks up to twice it",
-        "5m",
-        _RUN,
-    ),
+    Option("watch_timeout", _WATCH, "watch timeout: at random from this to twice this", "5m", _RUN),
     Option(
         "output",
         _one_of("table", "wide", "json", "yaml", "name"),
@@ -511,10 +479,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option("no_headers", _SWITCH, "print the table without its header line", commands=_SCAN),
     Option(
-        "waiting",
-        _SWITCH,
-        "also list the pods that match a rule but are not yet due",
-        commands=_SCAN,
+        "waiting", _SWITCH, "also list pods that match a rule but are not yet due", commands=_SCAN
     ),
     Option(
         "delete", _SWITCH, "delete the zombies found, once (--dry-run: report them)", commands=_SCAN

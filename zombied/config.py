@@ -638,9 +638,18 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
         values["listen_host"], values["listen_port"] = values["listen"]
         values["watch_timeout_min"] = values["watch_timeout"]
         values["watch_timeout_max"] = 2 * values["watch_timeout"]
-        _check_lease_timing(
-            values["lease_duration"], values["renew_deadline"], values["retry_period"]
-        )
+        # client-go's rule: the leader gives up (renew deadline) before anyone else may take
+        # over (lease duration), with room for one jittered retry in between.
+        lease, deadline = values["lease_duration"], values["renew_deadline"]
+        for flag, value, bound, what in (
+            ("--lease-duration", lease, deadline, "--renew-deadline"),
+            ("--renew-deadline", deadline, 1.2 * values["retry_period"], "1.2 x --retry-period"),
+        ):
+            if not value > bound:
+                raise ConfigError(
+                    f"{flag}: must be longer than {what} ({format_duration(bound)}), "
+                    f"got {format_duration(value)}"
+                )
     if command == "scan" and values["namespace"] is not None and values["all_namespaces"]:
         raise ConfigError("--all-namespaces: cannot be combined with --namespace (-n)")
     if command == "explain":
@@ -682,21 +691,6 @@ def _target(text: str | None, namespace: str | None) -> tuple[str, str]:
             f"zombied explain: must be POD or NAMESPACE/POD, like team-a/web-0, got {text!r}"
         )
     return named, name
-
-
-def _check_lease_timing(duration: float, deadline: float, retry: float) -> None:
-    # client-go's rule: the leader must give up (renew deadline) before anyone else
-    # may take over (lease duration), with room for one jittered retry in between.
-    if not duration > deadline:
-        raise ConfigError(
-            f"--lease-duration: must be longer than --renew-deadline "
-            f"({format_duration(deadline)}), got {format_duration(duration)}"
-        )
-    if not deadline > 1.2 * retry:
-        raise ConfigError(
-            f"--renew-deadline: must be longer than 1.2 x --retry-period "
-            f"({format_duration(1.2 * retry)}), got {format_duration(deadline)}"
-        )
 
 
 # -- the YAML file ---------------------------------------------------------------------

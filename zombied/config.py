@@ -510,7 +510,6 @@ _ELSEWHERE: Final = {
 def build_parser(command: str) -> argparse.ArgumentParser:
     """The parser that prints ``zombied COMMAND --help``; `_read_argv` reads the arguments,
     since argparse would take the value of ``--min-age -1s`` for a flag."""
-    options = options_for(command)
     parser = argparse.ArgumentParser(
         prog=f"zombied {command}",
         description=COMMANDS[command].capitalize() + ".",
@@ -521,7 +520,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     )
     if command == "explain":
         parser.add_argument("target", metavar="[NS/]POD", help="the pod to explain")
-    for option in options:
+    for option in options_for(command):
         where = f"; env {option.env}" if option.env else ""
         optional: dict[str, Any] = {"nargs": "?", "const": option.const} if option.const else {}
         metavar = option.value.metavar
@@ -537,13 +536,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
 
 
 def _read_argv(command: str, argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """The flags given (raw text by option name) and the other arguments, as kubectl reads them.
-
-    A flag that needs a value takes the next argument whatever it looks like
-    (``--min-age -1s`` is the value ``-1s``, for the option to refuse); a flag with an
-    optional value (``--dry-run``) takes the next one only when the option accepts it,
-    so ``explain --dry-run NS/POD`` keeps its pod.
-    """
+    """The flags given (raw text by option name) and the other arguments, as kubectl reads them:
+    a flag takes the next argument whatever it looks like (``--min-age -1s``), a flag with an
+    optional value (``--dry-run``) only one it accepts (``explain --dry-run NS/POD``)."""
     prog = f"zombied {command}"
     by_spelling = {s: option for option in options_for(command) for s in option.spellings()}
     flags: dict[str, str] = {}
@@ -694,11 +689,8 @@ def _target(text: str | None, namespace: str | None) -> tuple[str, str]:
 
 
 # -- the YAML file ---------------------------------------------------------------------
-#
-# PyYAML composes the node tree (syntax errors, with their line); one walk over it
-# refuses what PyYAML lets through (keys that are not strings, keys set twice) and notes
-# the line of every path; msgspec decodes the document into a schema made from the
-# table. Each error names a path (``rules[0].minAge``), and the walk knows its line.
+# PyYAML composes the nodes; a walk over them refuses keys that are not strings or are set
+# twice and notes each path's line; msgspec decodes the document and names the path.
 
 
 class _FileRule(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):

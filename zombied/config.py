@@ -510,6 +510,7 @@ _ELSEWHERE: Final = {
 def build_parser(command: str) -> argparse.ArgumentParser:
     """The parser that prints ``zombied COMMAND --help``; `_read_argv` reads the arguments,
     since argparse would take the value of ``--min-age -1s`` for a flag."""
+    options = options_for(command)
     parser = argparse.ArgumentParser(
         prog=f"zombied {command}",
         description=COMMANDS[command].capitalize() + ".",
@@ -520,7 +521,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     )
     if command == "explain":
         parser.add_argument("target", metavar="[NS/]POD", help="the pod to explain")
-    for option in options_for(command):
+    for option in options:
         where = f"; env {option.env}" if option.env else ""
         optional: dict[str, Any] = {"nargs": "?", "const": option.const} if option.const else {}
         metavar = option.value.metavar

@@ -253,10 +253,8 @@ _non_empty: Final = _matching(re.compile(r"\S.*", re.DOTALL), "a non-empty strin
 
 
 def _rules(text: str) -> tuple[tuple[str, float | None], ...]:
-    """``node-shutdown,evicted=10m``: rules enabled by name, each with an optional min age.
-
-    Which names exist, and that each is named once, `build_rules` decides.
-    """
+    """``node-shutdown,evicted=10m``: rules by name, each with an optional min age; which
+    names exist, and that each is named once, `build_rules` decides."""
     items = [item.partition("=") for item in text.split(",") if item.strip()]
     if not items:
         raise ValueError("must name at least one rule")

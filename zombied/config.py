@@ -426,7 +426,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option(
         "min_age",
         _MIN_AGE,
-        "how long a pod must have been terminal before it is deleted, unless its rule says",
+        "how long a pod must have been terminal before it is deleted, for rules without their own "
+        "(a DURATION is 500ms, 30s, 5m, 1h30m or seconds)",
         format_duration(DEFAULT_MIN_AGE),
     ),
     Option("exclude_owner_kinds", _KINDS, "owner kinds (e.g. Job) whose pods are never touched"),

@@ -1,17 +1,11 @@
 """Every setting of zombied, from one table; one typed configuration per command.
 
-`OPTIONS` is the single source of truth: each `Option` is read from its flag, its
-environment variable (``ZOMBIED_<NAME>``) and its camelCase key in the ``--config``
-YAML file, flag > environment > file > default; the documentation's reference is
-generated from the same table. Every value given is checked, whichever source wins and
-whichever command it serves, so a typo never waits for the day its override goes away.
-Each command gets a configuration type holding only the options it takes.
-
-The file is decoded with a msgspec schema built from the table, and each problem names
-its key path and line (``line 4: rules[0].minAge: ...``). What makes a rule valid is
-decided in `zombied.rules`; this module places a `RuleError` at its line or flag. Every
-problem is a `ConfigError` whose one line starts with the option at fault, so the CLI
-prints it and exits 2. Nothing here talks to the cluster.
+Each `Option` of `OPTIONS` is read from its flag, its environment variable and its
+camelCase key in the ``--config`` file (flag > environment > file > default), and every
+value given is checked, whichever source wins. The file is decoded with a msgspec schema
+made from the table; each of its errors names the path and line. What makes a rule valid
+`zombied.rules` decides. Every problem is a one-line `ConfigError` starting with the
+option at fault. Nothing here talks to the cluster.
 """
 
 from __future__ import annotations
@@ -34,7 +28,6 @@ from zombied.errors import ConfigError
 from zombied.rules import (
     DEFAULT_MIN_AGE,
     DEFAULT_RULES,
-    OWN_MIN_AGES,
     RULE_NAMES,
     SPEC_FIELDS,
     RuleError,
@@ -46,24 +39,6 @@ from zombied.rules import (
     check_min_age,
 )
 from zombied.selector import LabelSelector
-
-__all__ = [
-    "COMMANDS",
-    "OPTIONS",
-    "AnyConfig",
-    "Config",
-    "DryRun",
-    "ExplainConfig",
-    "Option",
-    "RunConfig",
-    "ScanConfig",
-    "Value",
-    "build_parser",
-    "format_duration",
-    "load_config",
-    "parse_duration",
-    "parse_label_selector",
-]
 
 #: The commands that take options, and what each does.
 COMMANDS: Final = {
@@ -87,11 +62,7 @@ class DryRun(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class CommonConfig:
-    """What every command takes: the cluster, the pods zombied looks at, the rules.
-
-    No defaults here: `load_config` fills every field from the option table, the one
-    place a default is written.
-    """
+    """What every command takes; `load_config` fills every field from the table."""
 
     command: ClassVar[str]
     config_file: str | None
@@ -106,8 +77,7 @@ class CommonConfig:
     log_level: str
 
     def __post_init__(self) -> None:
-        # The rules judge pods by the selection the watches are built from: deriving it
-        # here means the two cannot disagree, however a configuration was put together.
+        # The rules judge pods by the selection the watches are built from, whatever made it.
         scope = Selection(self.namespaces, self.exclude_namespaces, self.label_selector)
         object.__setattr__(self, "rules", dataclasses.replace(self.rules, scope=scope))
 
@@ -229,21 +199,28 @@ def _positive(convert: Callable[[str], float], words: str) -> Callable[[str], An
     return parse
 
 
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-        raise ValueError(f"must be true or false, got {text!r}")
-    return lowered in ("true", "1", "yes", "on")
+def _spelled(words: str, spellings: Mapping[str, Any]) -> Callable[[str], Any]:
+    """The value ``text`` spells, in any case: one of ``spellings``."""
+
+    def parse(text: str) -> Any:
+        if text.strip().lower() not in spellings:
+            raise ValueError(f"must be {words}, got {text!r}")
+        return spellings[text.strip().lower()]
+
+    return parse
 
 
-def _dry_run(text: str) -> DryRun:
-    # "none" is kubectl's spelling of off; a bare flag and an environment variable say
-    # true and false.
-    spelled = {"client": DryRun.CLIENT, "server": DryRun.SERVER, "none": DryRun.OFF}
-    spelled |= {"true": DryRun.CLIENT, "false": DryRun.OFF, "off": DryRun.OFF}
-    if text.strip().lower() not in spelled:
-        raise ValueError(f"must be one of client, server, none, got {text!r}")
-    return spelled[text.strip().lower()]
+_boolean: Final = _spelled(
+    "true or false",
+    dict.fromkeys(("true", "1", "yes", "on"), True)
+    | dict.fromkeys(("false", "0", "no", "off"), False),
+)
+# "none" is kubectl's spelling of off; an environment variable may say true or false.
+_dry_run: Final = _spelled(
+    "one of client, server, none",
+    {"client": DryRun.CLIENT, "true": DryRun.CLIENT, "server": DryRun.SERVER}
+    | dict.fromkeys(("none", "false", "off"), DryRun.OFF),
+)
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -276,10 +253,8 @@ _non_empty: Final = _matching(re.compile(r"\S.*", re.DOTALL), "a non-empty strin
 
 
 def _rules(text: str) -> tuple[tuple[str, float | None], ...]:
-    """``node-shutdown,evicted=10m``: rules enabled by name, each with an optional min age.
-
-    Which names exist, and that each is named once, `build_rules` decides.
-    """
+    """``node-shutdown,evicted=10m``: rules by name, each with an optional min age; which
+    names exist, and that each is named once, `build_rules` decides."""
     items = [item.partition("=") for item in text.split(",") if item.strip()]
     if not items:
         raise ValueError("must name at least one rule")
@@ -321,27 +296,33 @@ class Value:
     metavar: str
     file_type: Any = str  # what msgspec decodes from the file, before `parse`
     const: str | None = None  # what the flag alone means; None: it needs a value
+    default: str | None = None  # the default of the options that do not give their own
 
 
-def _one_of(*choices: str, aliases: Mapping[str, str] | None = None) -> Value:
+def _one_of(*choices: str, **aliases: str) -> Value:
     """One of ``choices``, in any case, or one of their ``aliases``."""
-
-    def parse(text: str) -> str:
-        lowered = text.strip().lower()
-        lowered = (aliases or {}).get(lowered, lowered)
-        if lowered not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
-        return lowered
-
-    return Value(parse, "|".join(choices))
+    spellings = {choice: choice for choice in choices} | aliases
+    return Value(_spelled("one of " + ", ".join(choices), spellings), "|".join(choices))
 
 
+_TEXT: Final = Value(_non_empty, "NAME")
 _DURATION: Final = Value(parse_duration, "DURATION", str | float)
-_POSITIVE_DURATION: Final = dataclasses.replace(_DURATION, parse=_at_least(0.001))
+_PERIOD: Final = dataclasses.replace(_DURATION, parse=_at_least(0.001))
+_MIN_AGE: Final = dataclasses.replace(_DURATION, parse=_min_age)
 _NAMESPACE: Final = Value(_matching(_DNS_LABEL, "a valid namespace name"), "NS")
 _COUNT: Final = Value(_positive(int, "a whole number >= 1"), "N", int)
-_SWITCH: Final = Value(_boolean, "true|false", bool, const="true")
-_NAMES: Final = Value(_namespaces, "NS,...", str | list[str])
+_SWITCH: Final = Value(_boolean, "true|false", bool, const="true", default="false")
+_NAMES: Final = Value(_namespaces, "NS,...", str | list[str], default="")
+_KINDS: Final = dataclasses.replace(_NAMES, parse=_kinds, metavar="KIND,...")
+_RATE: Final = Value(_positive(float, "a number > 0"), "QPS", float)
+_LISTEN: Final = Value(_listen, "HOST:PORT")
+_FORMAT: Final = _one_of("auto", "json", "console")
+_DRY_RUN: Final = Value(_dry_run, "client|server|none", bool | str, const="client")
+_LEVEL: Final = _one_of("debug", "info", "warning", "error", warn="warning")
+_LEASE_NAME: Final = Value(_matching(_DNS_SUBDOMAIN, "a lowercase DNS name"), "NAME")
+_WATCH: Final = dataclasses.replace(
+    _DURATION, parse=_at_least(1, " (the API counts whole seconds)")
+)
 
 _ALL: Final = frozenset(COMMANDS)
 _RUN: Final = frozenset({"run"})
@@ -357,18 +338,21 @@ def _camel(name: str) -> str:
 
 @dataclass(frozen=True)
 class Option:
-    """One setting: its value, where it may come from, its default, who takes it."""
+    """One setting: its value, help, default (as a flag gives it) and the commands it serves."""
 
     name: str  # snake_case; upper-cased, the env var suffix; camelCased, the file key
     value: Value
-    default: str | None  # as it would be given on the command line; None: unset
     help: str
+    default: str | None = None  # None: the value's default, else unset
     commands: frozenset[str] = _ALL
-    default_text: str | None = None  # how the default reads in --help and the reference
+    shown: str | None = None  # the default in --help and the reference, when not itself
     short: str | None = None  # kubectl's one-letter alias, where it has one
     aliases: tuple[str, ...] = ()  # further long spellings kubectl users type by habit
-    # What one invocation is about (-n, -A), not a setting: never from env or file.
-    flag_only: bool = False
+    flag_only: bool = False  # what one invocation is about (-n, -A): never env or file
+
+    def __post_init__(self) -> None:
+        if self.default is None:
+            object.__setattr__(self, "default", self.value.default)
 
     @property
     def flag(self) -> str:
@@ -391,231 +375,113 @@ class Option:
         return tuple(s for s in (self.short, self.flag, *self.aliases) if s)
 
     def shown_default(self) -> str:
-        return self.default_text if self.default_text is not None else str(self.default)
+        return self.shown or self.default or "none"
 
 
 OPTIONS: Final[tuple[Option, ...]] = (
-    Option(
-        "config",
-        Value(str, "FILE"),
-        None,
-        "YAML file setting the options below (all but -n and -A) by their camelCase names "
-        "(minAge, excludeNamespaces, …), and rules with their own min ages",
-        default_text="none",
-    ),
+    Option("config", Value(str, "FILE"), "YAML file of these options (by camelCase key) and rules"),
     Option(
         "kubeconfig",
         Value(_non_empty, "PATH"),
-        None,
-        "kubeconfig file; default: in-cluster service account, else $KUBECONFIG or ~/.kube/config",
-        default_text="auto",
+        "kubeconfig file",
+        shown="in-cluster service account, else $KUBECONFIG or ~/.kube/config",
     ),
-    Option(
-        "context", Value(_non_empty, "NAME"), None, "kubeconfig context", default_text="current"
-    ),
-    Option(
-        "namespaces",
-        _NAMES,
-        "",
-        "comma-separated namespaces zombied works in: run watches them, scan lists them and "
-        "explain judges a pod by them; empty: every namespace",
-        default_text="all",
-    ),
+    Option("context", _TEXT, "kubeconfig context", shown="current"),
+    Option("namespaces", _NAMES, "comma-separated namespaces zombied works in", shown="all"),
     Option(
         "namespace",
         _NAMESPACE,
-        None,
-        "as in kubectl, the namespace of the pods listed or of the pod explained (explain "
-        "POD -n NS, or explain NS/POD); --namespaces still decides what zombied may delete",
-        _REPORTING,
-        default_text="scan: all; explain: from NS/POD",
+        "as in kubectl, the namespace listed or explained; --namespaces still decides what "
+        "zombied may delete",
+        commands=_REPORTING,
+        shown="scan: all; explain: from NS/POD",
         short="-n",
         flag_only=True,
     ),
     Option(
         "all_namespaces",
         _SWITCH,
-        "false",
-        "list every namespace of --namespaces, as without -n (kubectl's spelling; "
-        "not combinable with -n)",
-        _SCAN,
-        default_text="true without -n",
+        "list every namespace of --namespaces (not with -n)",
+        commands=_SCAN,
+        shown="true without -n",
         short="-A",
         flag_only=True,
     ),
-    Option(
-        "exclude_namespaces",
-        _NAMES,
-        "",
-        "comma-separated namespaces whose pods are never touched",
-        default_text="none",
-    ),
+    Option("exclude_namespaces", _NAMES, "comma-separated namespaces whose pods are never touched"),
     Option(
         "label_selector",
-        Value(parse_label_selector, "SELECTOR"),
-        "",
-        "only pods matching this label selector, in the API server's syntax "
-        "(a=b, a!=b, a in (x,y), a notin (x), a, !a, a>1, a<1)",
-        default_text="all pods",
+        Value(parse_label_selector, "SELECTOR", default=""),
+        "only pods matching this selector (a=b, a!=b, a in (x,y), a notin (x), a, !a, a>1)",
+        shown="all pods",
         short="-l",
         aliases=("--selector",),
     ),
     Option(
         "rules",
         Value(_rules, "RULE[=AGE],..."),
-        None,
-        f"comma-separated rules to enable: built-in ({', '.join(RULE_NAMES)}) or defined "
-        "in the --config file; NAME=DURATION gives a rule its own min age",
-        default_text=",".join(DEFAULT_RULES),
+        f"rules to enable, built-in ({', '.join(RULE_NAMES)}) or the file's; NAME=DURATION "
+        "gives one its own min age",
+        shown=",".join(DEFAULT_RULES),
     ),
     Option(
         "min_age",
-        dataclasses.replace(_DURATION, parse=_min_age),
+        _MIN_AGE,
+        "how long a pod must have been terminal before it is deleted, for rules without their own "
+        "(a DURATION is 500ms, 30s, 5m, 1h30m or seconds)",
         format_duration(DEFAULT_MIN_AGE),
-        "how long a pod must have been terminal before it is deleted, for rules "
-        "without their own min age (500ms, 30s, 5m, 1h30m or seconds); "
-        + ", ".join(f"{name} has {format_duration(age)}" for name, age in OWN_MIN_AGES.items()),
     ),
+    Option("exclude_owner_kinds", _KINDS, "owner kinds (e.g. Job) whose pods are never touched"),
+    Option("qps", _RATE, "pod DELETEs per second at most, fewer after errors", "20", _DELETING),
+    Option("burst", _COUNT, "pod DELETE requests allowed back to back", "100", _DELETING),
+    Option("max_in_flight", _COUNT, "concurrent DELETE requests", "4", _DELETING),
     Option(
-        "exclude_owner_kinds",
-        dataclasses.replace(_NAMES, parse=_kinds, metavar="KIND,..."),
-        "",
-        "comma-separated owner kinds (e.g. Job) whose pods are never touched; case-insensitive",
-        default_text="none",
+        "dry_run", _DRY_RUN, "log deletes (client) or send them with dryRun=All (server)", "none"
     ),
-    Option(
-        "qps",
-        Value(_positive(float, "a number > 0"), "QPS", float),
-        "20",
-        "pod DELETE requests per second at most; 429s, 5xx and timeouts lower the rate at "
-        "once, quiet seconds raise it back. Bounds DELETEs only: Reaped Events have their "
-        "own 5/s (excess dropped, counted), the lease renews every --retry-period, watches "
-        "are not counted",
-        _DELETING,
-    ),
-    Option(
-        "burst",
-        dataclasses.replace(_COUNT, metavar="BURST"),
-        "100",
-        "pod DELETE requests allowed back to back (most of a node's 110 pods at once)",
-        _DELETING,
-    ),
-    Option(
-        "max_in_flight",
-        _COUNT,
-        "4",
-        "concurrent DELETE requests (delete workers)",
-        _DELETING,
-    ),
-    Option(
-        "dry_run",
-        Value(_dry_run, "client|server|none", bool | str, const="client"),
-        "none",
-        "log what would be deleted (client) or send deletes with dryRun=All (server); "
-        "a bare --dry-run means client",
-    ),
-    Option(
-        "listen",
-        Value(_listen, "HOST:PORT"),
-        "0.0.0.0:8080",
-        "HOST:PORT for /healthz, /readyz and /metrics; port 0 picks a free port",
-        _RUN,
-    ),
+    Option("listen", _LISTEN, "address of /healthz, /readyz and /metrics", "0.0.0.0:8080", _RUN),
     Option(
         "drain_timeout",
         _DURATION,
+        "on SIGTERM, how long to finish due deletes; keep it below the pod's grace period",
         "20s",
-        "on SIGTERM, how long to finish due deletes before exiting; keep it below the "
-        "pod's terminationGracePeriodSeconds",
         _RUN,
     ),
+    Option("log_format", _FORMAT, "auto: console on a terminal, else JSON lines", "auto"),
+    Option("log_level", _LEVEL, "minimum level logged", "info"),
     Option(
-        "log_format",
-        _one_of("auto", "json", "console"),
-        "auto",
-        "auto: console on a terminal, else JSON lines",
+        "leader_elect", _SWITCH, "elect a leader through a Lease; only it deletes", commands=_RUN
     ),
-    Option(
-        "log_level",
-        _one_of("debug", "info", "warning", "error", aliases={"warn": "warning"}),
-        "info",
-        "minimum level logged",
-    ),
-    Option(
-        "leader_elect",
-        _SWITCH,
-        "false",
-        "elect a leader through a coordination.k8s.io Lease; only the leader deletes",
-        _RUN,
-    ),
-    Option(
-        "lease_name",
-        Value(_matching(_DNS_SUBDOMAIN, "a lowercase DNS name"), "NAME"),
-        "zombied",
-        "name of the Lease",
-        _RUN,
-    ),
+    Option("lease_name", _LEASE_NAME, "name of the Lease", "zombied", _RUN),
     Option(
         "lease_namespace",
         _NAMESPACE,
-        None,
         "namespace of the Lease",
-        _RUN,
-        default_text="the namespace zombied runs in (in a cluster), else default",
+        commands=_RUN,
+        shown="the namespace zombied runs in (in a cluster), else default",
     ),
-    Option(
-        "lease_duration",
-        _POSITIVE_DURATION,
-        "15s",
-        "how long a Lease is valid without renewal; standbys take over after it",
-        _RUN,
-    ),
+    Option("lease_duration", _PERIOD, "how long a Lease is valid without renewal", "15s", _RUN),
     Option(
         "renew_deadline",
-        _POSITIVE_DURATION,
+        _PERIOD,
+        "the leader stops deleting after this long unrenewed",
         "10s",
-        "the leader stops deleting when it could not renew for this long",
         _RUN,
     ),
-    Option(
-        "retry_period",
-        _POSITIVE_DURATION,
-        "2s",
-        "interval between Lease acquire/renew attempts",
-        _RUN,
-    ),
-    Option(
-        "watch_timeout",
-        dataclasses.replace(_DURATION, parse=_at_least(1, " (the API counts whole seconds)")),
-        "5m",
-        "minimum server-side watch timeout; each watch picks at random up to twice this",
-        _RUN,
-    ),
+    Option("retry_period", _PERIOD, "interval between Lease acquire/renew attempts", "2s", _RUN),
+    Option("watch_timeout", _WATCH, "watch timeout: at random from this to twice this", "5m", _RUN),
     Option(
         "output",
         _one_of("table", "wide", "json", "yaml", "name"),
+        "report format; wide (scan only) adds phase, termination time and message",
         "table",
-        "report format: a table (wide, scan only: adds phase, termination time and "
-        "message), JSON or YAML (camelCase keys, RFC 3339 times), or name: pod/NAME of each "
-        "pod zombied would delete now",
         _REPORTING,
         short="-o",
     ),
-    Option("no_headers", _SWITCH, "false", "print the table without its header line", _SCAN),
+    Option("no_headers", _SWITCH, "print the table without its header line", commands=_SCAN),
     Option(
-        "waiting",
-        _SWITCH,
-        "false",
-        "also list the pods that match a rule but are not yet past its min age, with when "
-        "they become due; they are never deleted",
-        _SCAN,
+        "waiting", _SWITCH, "also list pods that match a rule but are not yet due", commands=_SCAN
     ),
     Option(
-        "delete",
-        _SWITCH,
-        "false",
-        "delete the zombies found (once); with --dry-run only reports what it would delete",
-        _SCAN,
+        "delete", _SWITCH, "delete the zombies found, once (--dry-run: report them)", commands=_SCAN
     ),
 )
 
@@ -670,13 +536,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
 
 
 def _read_argv(command: str, argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """The flags given (raw text by option name) and the other arguments, as kubectl reads them.
-
-    A flag that needs a value takes the next argument whatever it looks like
-    (``--min-age -1s`` is the value ``-1s``, for the option to refuse); a flag with an
-    optional value (``--dry-run``) takes the next one only when the option accepts it,
-    so ``explain --dry-run NS/POD`` keeps its pod.
-    """
+    """The flags given (raw text by option name) and the other arguments, as kubectl reads them:
+    a flag takes the next argument whatever it looks like (``--min-age -1s``), a flag with an
+    optional value (``--dry-run``) only one it accepts (``explain --dry-run NS/POD``)."""
     prog = f"zombied {command}"
     by_spelling = {s: option for option in options_for(command) for s in option.spellings()}
     flags: dict[str, str] = {}
@@ -771,9 +633,18 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
         values["listen_host"], values["listen_port"] = values["listen"]
         values["watch_timeout_min"] = values["watch_timeout"]
         values["watch_timeout_max"] = 2 * values["watch_timeout"]
-        _check_lease_timing(
-            values["lease_duration"], values["renew_deadline"], values["retry_period"]
-        )
+        # client-go's rule: the leader gives up (renew deadline) before anyone else may take
+        # over (lease duration), with room for one jittered retry in between.
+        lease, deadline = values["lease_duration"], values["renew_deadline"]
+        for flag, value, bound, what in (
+            ("--lease-duration", lease, deadline, "--renew-deadline"),
+            ("--renew-deadline", deadline, 1.2 * values["retry_period"], "1.2 x --retry-period"),
+        ):
+            if not value > bound:
+                raise ConfigError(
+                    f"{flag}: must be longer than {what} ({format_duration(bound)}), "
+                    f"got {format_duration(value)}"
+                )
     if command == "scan" and values["namespace"] is not None and values["all_namespaces"]:
         raise ConfigError("--all-namespaces: cannot be combined with --namespace (-n)")
     if command == "explain":
@@ -817,27 +688,9 @@ def _target(text: str | None, namespace: str | None) -> tuple[str, str]:
     return named, name
 
 
-def _check_lease_timing(duration: float, deadline: float, retry: float) -> None:
-    # client-go's rule: the leader must give up (renew deadline) before anyone else
-    # may take over (lease duration), with room for one jittered retry in between.
-    if not duration > deadline:
-        raise ConfigError(
-            f"--lease-duration: must be longer than --renew-deadline "
-            f"({format_duration(deadline)}), got {format_duration(duration)}"
-        )
-    if not deadline > 1.2 * retry:
-        raise ConfigError(
-            f"--renew-deadline: must be longer than 1.2 x --retry-period "
-            f"({format_duration(1.2 * retry)}), got {format_duration(deadline)}"
-        )
-
-
 # -- the YAML file ---------------------------------------------------------------------
-#
-# PyYAML composes the node tree (syntax errors, with their line); one walk over it
-# refuses what PyYAML lets through (keys that are not strings, keys set twice) and notes
-# the line of every path; msgspec decodes the document into a schema made from the
-# table. Each error names a path (``rules[0].minAge``), and the walk knows its line.
+# PyYAML composes the nodes; a walk over them refuses keys that are not strings or are set
+# twice and notes each path's line; msgspec decodes the document and names the path.
 
 
 class _FileRule(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):

@@ -42,13 +42,6 @@ def test_quiet_time_adds_back_one_step_per_interval_up_to_the_ceiling() -> None:
     assert pace.rate(500.0) == 20
 
 
-def test_never_below_the_floor() -> None:
-    pace = AdaptiveRate(20, floor=3, decrease=0.5, increase=2, interval=1)
-    for i in range(20):
-        pace.throttled(now=i * 0.01, sent_at=i * 0.01)
-    assert pace.rate(0.2) == 3
-
-
 def test_default_floor_and_step_scale_with_the_ceiling() -> None:
     assert AdaptiveRate(50).floor == 5
     assert AdaptiveRate(50).increase == 10

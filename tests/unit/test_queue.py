@@ -253,15 +253,6 @@ async def test_shutdown_without_drain_wakes_every_waiter() -> None:
         await queue.get()
 
 
-async def test_shutdown_without_drain_drops_due_keys() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    queue.add("a")
-    queue.shut_down(drain=False)
-    assert queue.closed
-    with pytest.raises(QueueClosed):
-        await queue.get()
-
-
 async def test_drain_hands_out_due_keys_then_closes() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add("a")
@@ -312,7 +303,8 @@ async def test_shutdown_escalation() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add("a")
     queue.shut_down(drain=True)
-    queue.shut_down(drain=False)
+    queue.shut_down(drain=False)  # drops the due key
+    assert queue.closed
     with pytest.raises(QueueClosed):
         await queue.get()
     queue.shut_down(drain=True)  # cannot un-escalate

@@ -35,11 +35,8 @@ TABLE: list[tuple[str, str, tuple[str, str, str, bool]]] = [
     ("1.22", "terminated", ("Failed", "Terminated", KILLED, False)),
     ("1.22", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
     ("1.26", "terminated", ("Failed", "Terminated", KILLED, True)),
-    ("1.26", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
-    ("1.29", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
     ("1.29", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
     ("v1.31.2", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
-    ("newest", "terminated", ("Failed", "Terminated", KILLED, True)),
     ("newest", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
     ("newest", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
 ]

@@ -21,12 +21,8 @@ def test_jitter_stays_within_bounds_and_cap() -> None:
         base = min(30.0, 0.8 * 2.0**attempt)
         delay = backoff.next(now=float(attempt))
         assert base <= delay <= min(30.0, 2 * base)
-
-
-def test_jitter_spreads_clients() -> None:
-    delays = {Backoff(rng=random.Random(seed)).next(now=0.0) for seed in range(20)}
-    assert len(delays) == 20
-    assert all(0.8 <= d <= 1.6 for d in delays)
+    first = {Backoff(rng=random.Random(seed)).next(now=0.0) for seed in range(20)}
+    assert len(first) == 20  # clients spread, not in lock-step
 
 
 def test_reset_after_a_healthy_stretch_or_on_request() -> None:

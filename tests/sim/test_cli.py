@@ -12,7 +12,6 @@ import pytest
 import yaml
 from anyio.abc import Process
 
-from kubesim.__main__ import main
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.subprocess
@@ -88,21 +87,3 @@ async def test_serves_its_options_once_kubeconfig_exists_and_exits_0_on_signal(
     finally:
         code = await stop(process, sig)
     assert code == 0
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        [],
-        ["--kubeconfig", "x", "--port", "-1"],
-        ["--kubeconfig", "x", "--scenario", "galactic"],
-        ["--kubeconfig", "x", "--rbac", "/nonexistent/role.yaml"],
-        ["--kubeconfig", "x", "--fault", "explode:now"],
-        ["--kubeconfig", "x", "--imitate", "1.19"],
-    ],
-)
-def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 2
-    assert capsys.readouterr().err

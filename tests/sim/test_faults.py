@@ -9,17 +9,15 @@ import pytest
 from kubesim.faults import DEFAULT_RETRY_AFTER, Decision, FaultError, Faults
 
 
-def test_no_rules_never_interfere() -> None:
+def test_the_first_rule_for_the_verb_and_resource_answers() -> None:
     faults = Faults()
     assert faults.on_request("delete", "pods") == Decision(0.0, None)
-    assert faults.on_watch_event() is False
-
-
-def test_error_for_matching_verb_and_resource_only() -> None:
-    faults = Faults()
     faults.add_error(verb="delete", resource="pods", status=503)
+    faults.add_error(verb="list", status=429, retry_after=3)
+    faults.add_error(verb="list", status=500)  # shadowed by the rule before it
     assert faults.on_request("delete", "pods").error == FaultError(503, None)
-    assert faults.on_request("list", "pods").error is None
+    assert faults.on_request("list", "pods").error == FaultError(429, 3)
+    assert faults.on_request("get", "pods").error is None
     assert faults.on_request("delete", "events").error is None
 
 
@@ -42,13 +40,6 @@ def test_count_limits_the_errors_and_retires_the_rule() -> None:
     assert answers == [FaultError(429, DEFAULT_RETRY_AFTER)] * 2 + [None, None]
     assert rule.fired == 2
     assert faults.rules == ()
-
-
-def test_retry_after_is_passed_through() -> None:
-    faults = Faults()
-    faults.add_error(status=429, retry_after=3)
-    faults.add_error(status=500)  # shadowed: the first firing rule wins
-    assert faults.on_request("get", "leases").error == FaultError(429, 3)
 
 
 def test_latency_adds_up_and_combines_with_errors() -> None:
@@ -100,12 +91,6 @@ def test_cut_after_n_events(n: int, repeat: bool, cuts: list[bool]) -> None:
     assert faults.cut_generation == sum(cuts)
 
 
-async def test_wait_cut_returns_at_once_for_an_older_generation() -> None:
-    faults = Faults()
-    faults.cut_watches()
-    assert await faults.wait_cut(0) == 1
-
-
 async def test_wait_cut_wakes_on_cut_now() -> None:
     faults = Faults()
     seen: list[int] = []
@@ -120,6 +105,7 @@ async def test_wait_cut_wakes_on_cut_now() -> None:
         assert seen == []
         faults.cut_watches()
     assert seen == [1, 1]
+    assert await faults.wait_cut(0) == 1  # an older generation: at once
 
 
 @pytest.mark.looptime

@@ -10,12 +10,8 @@ import pytest
 
 from kubesim import Simulator
 from kubesim.scenario import (
-    EVICTED_MESSAGE,
-    SCENARIOS,
     Cluster,
     Owner,
-    admission_status,
-    build_named,
     node_ready,
     pod_object,
     shutdown_pod,
@@ -39,11 +35,8 @@ TABLE: list[tuple[str, str, tuple[str, str, str, bool]]] = [
     ("1.22", "terminated", ("Failed", "Terminated", KILLED, False)),
     ("1.22", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
     ("1.26", "terminated", ("Failed", "Terminated", KILLED, True)),
-    ("1.26", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
-    ("1.29", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
     ("1.29", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
     ("v1.31.2", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
-    ("newest", "terminated", ("Failed", "Terminated", KILLED, True)),
     ("newest", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
     ("newest", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
 ]
@@ -253,132 +246,13 @@ async def test_the_simulator_recreates_a_deleted_statefulset_pod(sim: Simulator)
 
 
 @pytest.mark.parametrize(
-    ("change", "node", "options", "message"),
-    [
-        ("preempt", "node-0", {"variant": "nope"}, "variant"),
-        ("preempt", "node-9", {}, "no node 'node-9'"),
-        ("return_node", "node-0", {"reasons": ("Bogus",)}, "reason must be"),
-        ("return_node", "node-9", {}, "no node 'node-9'"),
-    ],
+    ("node", "options", "message"),
+    [("node-0", {"variant": "nope"}, "variant"), ("node-9", {}, "no node 'node-9'")],
 )
-def test_node_changes_validate_first(
-    store: Store, cluster: Cluster, change: str, node: str, options: dict[str, Any], message: str
+def test_preempt_validates_first(
+    store: Store, cluster: Cluster, node: str, options: dict[str, Any], message: str
 ) -> None:
     cluster.build()
     with pytest.raises(ValueError, match=message):
-        getattr(cluster, change)(node, **options)
+        cluster.preempt(node, **options)
     assert {p["status"]["phase"] for p in store.list("pods")} == {"Running"}
-
-
-def test_single_pod_events(store: Store, cluster: Cluster) -> None:
-    cluster.build()
-    a, b = (p["metadata"]["name"] for p in store.list("pods", "team-a")[:2])
-    evicted = cluster.evict("team-a", a)
-    assert (evicted["status"]["phase"], evicted["status"]["reason"]) == ("Failed", "Evicted")
-    assert evicted["status"]["message"] == EVICTED_MESSAGE
-    failed = cluster.fail("team-a", b, reason="OOMKilled")
-    assert failed["status"]["phase"] == "Failed"
-    assert "reason" not in failed["status"]
-    assert failed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "OOMKilled"
-    with pytest.raises(ValueError, match="no pod team-a/missing"):
-        cluster.evict("team-a", "missing")
-
-
-def test_named_scenarios(store: Store, cluster: Cluster) -> None:
-    assert set(SCENARIOS) == {"small", "demo", "medium", "large"}
-    assert (SCENARIOS["medium"].pods, SCENARIOS["large"].pods) == (10_000, 100_000)
-    result = build_named(cluster, "demo")
-    assert (len(result.nodes), result.pods, len(result.namespaces)) == (3, 30, 3)
-    with pytest.raises(ValueError, match="unknown scenario 'huge'"):
-        build_named(cluster, "huge")
-
-
-# -- a node that returns under the same name ---------------------------------------------
-
-# version, reason -> message: "Pod " up to 1.25, "Pod was rejected: " since 1.26, and a
-# failed predicate's description since 1.31.
-ADMISSION_TABLE = [
-    ("1.20", "NodeAffinity", "Pod Predicate NodeAffinity failed"),
-    (
-        "1.20",
-        "OutOfcpu",
-        "Pod Node didn't have enough resource: cpu, requested: 500, used: 3800, capacity: 4000",
-    ),
-    (
-        "1.22",
-        "UnexpectedAdmissionError",
-        "Pod Allocate failed due to no healthy devices present; cannot allocate unhealthy "
-        "devices nvidia.com/gpu, which is unexpected",
-    ),
-    ("1.26", "NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed"),
-    (
-        "1.31",
-        "NodeName",
-        "Pod was rejected: Predicate NodeName failed: node(s) didn't match the requested node name",
-    ),
-    (
-        "newest",
-        "NodeAffinity",
-        "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node "
-        "affinity/selector",
-    ),
-    (
-        "newest",
-        "OutOfnvidia.com/gpu",
-        "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1, "
-        "used: 1, capacity: 1",
-    ),
-]
-
-
-@pytest.mark.parametrize(("version", "reason", "message"), ADMISSION_TABLE)
-def test_admission_status_follows_the_kubelet(version: str, reason: str, message: str) -> None:
-    status = admission_status(version, reason)
-    assert (status.phase, status.reason, status.message) == ("Failed", reason, message)
-
-
-@pytest.mark.parametrize(
-    ("version", "reason", "error"),
-    [("1.19", "NodeAffinity", "since Kubernetes 1.20"), ("1.26", "Bogus", "reason must be")],
-)
-def test_bad_admission_version_or_reason(version: str, reason: str, error: str) -> None:
-    with pytest.raises(ValueError, match=error):
-        admission_status(version, reason)
-
-
-def test_return_node_rejects_the_running_pods(store: Store, cluster: Cluster) -> None:
-    cluster.build()
-    before = store.get("nodes", "", "node-0")
-    assert before is not None
-    on_node = {
-        p["metadata"]["uid"]
-        for p in store.list("pods")
-        if p["spec"]["nodeName"] == "node-0" and p["status"]["phase"] == "Running"
-    }
-    reasons = ("NodeAffinity", "OutOfcpu")
-    result = cluster.return_node("node-0", version="1.27", reasons=reasons)
-    assert result.variant == "returned"
-    assert {z.uid for z in result.zombies} == on_node
-    seen = set()
-    for ref in result.zombies:
-        pod = store.get("pods", ref.namespace, ref.name)
-        assert pod is not None
-        status = pod["status"]
-        assert status["phase"] == "Failed"
-        assert status["reason"] in reasons
-        assert status["message"].startswith("Pod was rejected: ")
-        assert "DisruptionTarget" not in conditions(pod)  # no graceful shutdown happened
-        [container] = status["containerStatuses"]
-        assert container["state"]["terminated"]["reason"] == "ContainerStatusUnknown"
-        seen.add(status["reason"])
-    assert seen == set(reasons)
-    after = store.get("nodes", "", "node-0")
-    assert after is not None
-    assert after["metadata"]["uid"] != before["metadata"]["uid"]  # recreated, same name
-    assert node_ready(after)
-    for ref in result.replacements:
-        pod = store.get("pods", ref.namespace, ref.name)
-        assert pod is not None
-        assert pod["status"]["phase"] == "Running"
-        assert pod["spec"]["nodeName"] != "node-0"
-    assert [r.name for r in result.awaiting_replacement] == ["web-0"]

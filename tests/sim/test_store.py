@@ -77,30 +77,6 @@ def test_history_window_expires_old_versions() -> None:
     store.check_watch_start(store.oldest_resource_version)
 
 
-def test_compact_expires_everything_before_now() -> None:
-    store = Store()
-    store.create("pods", pod("a"))
-    rv = store.resource_version
-    store.compact()
-    store.check_watch_start(rv)
-    with pytest.raises(ApiError):
-        store.check_watch_start(rv - 1)
-
-
-def test_list_page_as_of_an_older_version_reverts_later_writes() -> None:
-    store = Store()
-    store.create("pods", pod("a"))
-    store.create("pods", pod("b"))
-    rv = store.resource_version
-    store.delete("pods", "ns", "a")
-    store.create("pods", pod("c"))
-    store.update("pods", {**pod("b"), "status": {"phase": "Failed"}}, check_rv=False)
-    page = store.list_page("pods", "ns", None, at_rv=rv)
-    assert [s.obj["metadata"]["name"] for s in page.items] == ["a", "b"]
-    assert page.items[1].obj["status"]["phase"] == "Pending"
-    assert page.rv == rv
-
-
 async def test_running_pod_vanishes_after_its_grace_period(sim: Simulator) -> None:
     sim.store.create("pods", {**pod("busy", phase="Running"), "spec": {"nodeName": "n1"}})
     deleting = sim.store.delete("pods", "ns", "busy", grace_period=1)

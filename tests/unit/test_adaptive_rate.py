@@ -11,12 +11,6 @@ from hypothesis import strategies as st
 from zombied.ratelimit import MAX_RETRY_AFTER, RETRY_JITTER, AdaptiveRate, retry_delay
 
 
-def test_starts_at_the_ceiling() -> None:
-    pace = AdaptiveRate(20)
-    assert pace.rate(0.0) == 20
-    assert pace.rate(1e6) == 20
-
-
 def test_pushback_halves_the_rate_at_once() -> None:
     pace = AdaptiveRate(20, floor=1, decrease=0.5, increase=2, interval=1)
     assert pace.throttled(now=10.0, sent_at=9.9)
@@ -36,17 +30,11 @@ def test_answers_to_requests_sent_before_the_cut_do_not_cut_again() -> None:
 
 def test_quiet_time_adds_back_one_step_per_interval_up_to_the_ceiling() -> None:
     pace = AdaptiveRate(20, floor=1, decrease=0.5, increase=2, interval=1)
+    assert pace.rate(0.0) == 20
     pace.throttled(now=0.0, sent_at=0.0)
     assert [pace.rate(t) for t in (0.5, 1.0, 2.5, 3.0)] == [10, 12, 14, 16]
     assert pace.rate(5.0) == 20
     assert pace.rate(500.0) == 20
-
-
-def test_never_below_the_floor() -> None:
-    pace = AdaptiveRate(20, floor=3, decrease=0.5, increase=2, interval=1)
-    for i in range(20):
-        pace.throttled(now=i * 0.01, sent_at=i * 0.01)
-    assert pace.rate(0.2) == 3
 
 
 def test_default_floor_and_step_scale_with_the_ceiling() -> None:
@@ -98,11 +86,9 @@ def test_retry_delay_honours_retry_after_with_bounded_jitter() -> None:
     assert len({round(d, 3) for d in delays}) > 100  # spread, not lock-step
 
 
-@pytest.mark.parametrize("retry_after", [3600.0, math.inf])
-def test_retry_delay_is_bounded(retry_after: float) -> None:
-    assert retry_delay(retry_after, random.Random(1)) == MAX_RETRY_AFTER
-
-
-@pytest.mark.parametrize("retry_after", [0.0, -1.0, math.nan])
-def test_retry_delay_of_nothing_is_immediate(retry_after: float) -> None:
-    assert retry_delay(retry_after, random.Random(1)) == 0.0
+@pytest.mark.parametrize(
+    ("retry_after", "delay"),
+    [(3600.0, MAX_RETRY_AFTER), (math.inf, MAX_RETRY_AFTER), (0.0, 0), (-1.0, 0), (math.nan, 0)],
+)
+def test_retry_delay_is_bounded_and_nothing_is_immediate(retry_after: float, delay: float) -> None:
+    assert retry_delay(retry_after, random.Random(1)) == delay

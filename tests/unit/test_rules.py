@@ -9,12 +9,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from zombied.pod import KEEP_ANNOTATION, PodSnapshot, parse_pod
 from zombied.rules import (
     NODE_SHUTDOWN_REASONS,
-    RULE_NAMES,
     Decision,
     Judgement,
     Pattern,
@@ -145,14 +142,15 @@ def snapshot(**fields: Any) -> PodSnapshot:
     ids=[f"{row[0]}-{row[1]}" for row in KUBELET_TABLE],
 )
 class TestKubeletTable:
-    def test_default_rule_matches(
+    def test_node_shutdown_rule_matches_and_wins(
         self, version: str, variant: str, status: Any, ran: bool, disruption: bool
     ) -> None:
         pod = parse_pod(kubelet_pod(status, ran=ran, disruption=disruption))
         verdict = judge(pod, RuleSet(), first_seen=FIRST_SEEN)
-        assert verdict.zombie
-        assert verdict.rule == "node-shutdown"
-        assert verdict.skip is None
+        assert (verdict.zombie, verdict.rule, verdict.skip) == (True, "node-shutdown", None)
+        assert judge(pod, ALL_RULES, first_seen=FIRST_SEEN).rule == "node-shutdown"
+        verdict = judge(pod, RuleSet((Rule("evicted"),)), first_seen=FIRST_SEEN)
+        assert seen(verdict) == Verdict(zombie=False, skip="no-rule")
 
     def test_due_is_measured_from_termination_never_creation(
         self, version: str, variant: str, status: Any, ran: bool, disruption: bool
@@ -169,41 +167,20 @@ class TestKubeletTable:
         assert not due_at(verdict, since + timedelta(seconds=44.999))
         assert due_at(verdict, since + timedelta(seconds=45))
 
-    def test_node_shutdown_wins_over_other_rules(
-        self, version: str, variant: str, status: Any, ran: bool, disruption: bool
-    ) -> None:
-        pod = parse_pod(kubelet_pod(status, ran=ran, disruption=disruption))
-        assert judge(pod, ALL_RULES, first_seen=FIRST_SEEN).rule == "node-shutdown"
 
-    @pytest.mark.parametrize(
-        ("veto", "skip"),
-        [
-            ({"annotations": {KEEP_ANNOTATION: "true"}}, "keep-annotation"),
-            ({"annotations": {KEEP_ANNOTATION: "TRUE"}}, "keep-annotation"),
-            ({"deleting": True}, "deleting"),
-            ({"owner": "job"}, "owner-excluded"),
-        ],
-    )
-    def test_vetoes(
-        self,
-        version: str,
-        variant: str,
-        status: Any,
-        ran: bool,
-        disruption: bool,
-        veto: dict[str, Any],
-        skip: str,
-    ) -> None:
-        pod = parse_pod(kubelet_pod(status, ran=ran, disruption=disruption, **veto))
-        rules = RuleSet(ALL_RULES.rules, exclude_owner_kinds=frozenset({"Job"}))
-        assert seen(judge(pod, rules, first_seen=FIRST_SEEN)) == Verdict(zombie=False, skip=skip)
-
-    def test_not_enabled(
-        self, version: str, variant: str, status: Any, ran: bool, disruption: bool
-    ) -> None:
-        pod = parse_pod(kubelet_pod(status, ran=ran, disruption=disruption))
-        verdict = judge(pod, RuleSet((Rule("evicted"),)), first_seen=FIRST_SEEN)
-        assert seen(verdict) == Verdict(zombie=False, skip="no-rule")
+@pytest.mark.parametrize(
+    ("veto", "skip"),
+    [
+        ({"annotations": {KEEP_ANNOTATION: "true"}}, "keep-annotation"),
+        ({"annotations": {KEEP_ANNOTATION: "TRUE"}}, "keep-annotation"),
+        ({"deleting": True}, "deleting"),
+        ({"owner": "job"}, "owner-excluded"),
+    ],
+)
+def test_vetoes(veto: dict[str, Any], skip: str) -> None:
+    pod = parse_pod(kubelet_pod(KILLED_1_22, ran=True, disruption=False, **veto))
+    rules = RuleSet(ALL_RULES.rules, exclude_owner_kinds=frozenset({"Job"}))
+    assert seen(judge(pod, rules, first_seen=FIRST_SEEN)) == Verdict(zombie=False, skip=skip)
 
 
 class TestOtherRules:
@@ -247,16 +224,6 @@ class TestOtherRules:
         verdict = judge(snapshot(reason="Evicted"), rules, first_seen=FIRST_SEEN)
         assert verdict.rule == "evicted"
 
-    def test_zero_min_age(self) -> None:
-        rules = RuleSet((Rule("node-shutdown", 0),))
-        verdict = judge(snapshot(reason="Terminated"), rules, first_seen=FIRST_SEEN)
-        assert verdict.due == FIRST_SEEN
-        assert due_at(verdict, FIRST_SEEN)
-
-    def test_first_seen_used_without_termination_time(self) -> None:
-        verdict = judge(snapshot(reason="Shutdown"), RuleSet(), first_seen=FIRST_SEEN)
-        assert verdict.due == FIRST_SEEN + timedelta(seconds=30)
-
     def test_vetoes_order(self) -> None:
         pod = snapshot(reason="Terminated", deleting=True, keep=True, owner_kind="Job")
         rules = RuleSet(exclude_owner_kinds=frozenset({"Job"}))
@@ -278,9 +245,6 @@ class TestOtherRules:
 
 
 class TestTypes:
-    def test_rule_names(self) -> None:
-        assert RULE_NAMES == ("node-shutdown", "admission-rejected", "evicted", "failed")
-
     @pytest.mark.parametrize(
         ("name", "min_age"), [("bogus", 1.0), ("node-shutdown", -1.0), ("evicted", float("nan"))]
     )
@@ -303,10 +267,6 @@ class TestTypes:
         assert RuleSet().get("node-shutdown") == Rule("node-shutdown", 30.0)
         assert RuleSet().get("admission-rejected") == Rule("admission-rejected", 300.0)
 
-    def test_unknown_rule_needs_a_pattern(self) -> None:
-        with pytest.raises(ValueError, match="unknown rule 'bogus'"):
-            Rule("bogus")
-
     def test_a_pod_no_rule_matches_is_kept_whenever_asked(self) -> None:
         judgement = judge(snapshot(reason="Error"), RuleSet(), first_seen=FIRST_SEEN)
         assert judgement.decision(FIRST_SEEN + timedelta(days=365)) is Decision.KEEP
@@ -319,9 +279,6 @@ class TestTypes:
 # carries its description.
 ADMISSION_TABLE = [
     ("1.20-1.25", "NodeAffinity", "Pod Predicate NodeAffinity failed"),
-    ("1.20-1.25", "NodePorts", "Pod Predicate NodePorts failed"),
-    ("1.20-1.25", "NodeName", "Pod Predicate NodeName failed"),
-    ("1.20-1.25", "TaintToleration", "Pod Predicate TaintToleration failed"),
     (
         "1.20-1.25",
         "OutOfcpu",
@@ -329,24 +286,8 @@ ADMISSION_TABLE = [
     ),
     (
         "1.20-1.25",
-        "OutOfmemory",
-        "Pod Node didn't have enough resource: memory, requested: 1, used: 2, capacity: 2",
-    ),
-    (
-        "1.20-1.25",
-        "OutOfpods",
-        "Pod Node didn't have enough resource: pods, requested: 1, used: 110, capacity: 110",
-    ),
-    (
-        "1.20-1.25",
         "OutOfnvidia.com/gpu",
         "Pod Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 1, capacity: 1",
-    ),
-    (
-        "1.20-1.25",
-        "OutOfephemeral-storage",
-        "Pod Node didn't have enough resource: ephemeral-storage, requested: 1, used: 1, "
-        "capacity: 1",
     ),
     (
         "1.20-1.25",
@@ -366,25 +307,12 @@ ADMISSION_TABLE = [
         "Pod Unexpected error while attempting to recover from admission failure: preemption: "
         "error finding a set of pods to preempt",
     ),
-    ("1.26-1.30", "NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed"),
     ("1.26-1.30", "NodePorts", "Pod was rejected: Predicate NodePorts failed"),
-    (
-        "1.26-1.30",
-        "OutOfcpu",
-        "Pod was rejected: Node didn't have enough resource: cpu, requested: 500, used: 3800, "
-        "capacity: 4000",
-    ),
     (
         "1.26-newest",
         "UnexpectedAdmissionError",
         "Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate "
         "unhealthy devices nvidia.com/gpu, which is unexpected",
-    ),
-    (
-        "1.31-newest",
-        "NodeAffinity",
-        "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node "
-        "affinity/selector",
     ),
     (
         "1.31-newest",
@@ -454,24 +382,6 @@ class TestAdmissionRejected:
         assert not verdict.zombie
         assert verdict.skip == "no-rule"
 
-    @pytest.mark.parametrize(
-        ("meta", "skip"),
-        [
-            ({"annotations": {KEEP_ANNOTATION: "true"}}, "keep-annotation"),
-            ({"deleting": True}, "deleting"),
-            ({"owner": "Job"}, "owner-excluded"),
-        ],
-    )
-    def test_vetoes_apply(self, meta: dict[str, Any], skip: str) -> None:
-        pod = parse_pod(rejected("OutOfcpu", ADMISSION_TABLE[4][2], **meta))
-        rules = RuleSet(exclude_owner_kinds=frozenset({"Job"}))
-        assert judge(pod, rules, first_seen=FIRST_SEEN).skip == skip
-
-    def test_own_min_age(self) -> None:
-        pod = parse_pod(rejected("NodeAffinity", ADMISSION_TABLE[0][2]))
-        rules = RuleSet((Rule("node-shutdown", 30), Rule("admission-rejected", 90)))
-        assert judge(pod, rules, first_seen=FIRST_SEEN).due == FINISHED + timedelta(seconds=90)
-
     def test_mismatch_says_why(self) -> None:
         rule = Rule("admission-rejected")
         assert mismatch(rule, snapshot(phase="Running")) == "phase Running is not Failed"
@@ -500,7 +410,7 @@ GPU = Pattern(
 class TestCustomRules:
     def test_matches_reason_message_and_owner(self) -> None:
         rules = RuleSet((Rule("gpu-not-ready", 600, GPU),))
-        pod = parse_pod(rejected("UnexpectedAdmissionError", ADMISSION_TABLE[10][2]))
+        pod = parse_pod(rejected("UnexpectedAdmissionError", ADMISSION_TABLE[4][2]))
         verdict = judge(pod, rules, first_seen=FIRST_SEEN)
         assert verdict.rule == "gpu-not-ready"
         assert verdict.due == FINISHED + timedelta(minutes=10)
@@ -543,11 +453,9 @@ class TestCustomRules:
         assert judge(nodeaffinity, rules, first_seen=FIRST_SEEN).rule == "admission-rejected"
         oops = parse_pod(rejected("Oops", "whatever"))
         assert judge(oops, rules, first_seen=FIRST_SEEN).rule == "mine"
-
-    def test_custom_rules_keep_their_listed_order(self) -> None:
-        a = Pattern(frozenset({"Failed"}), frozenset({"X"}))
-        b = Pattern(frozenset({"Failed"}), frozenset({"X"}), message=re.compile("y"))
-        assert RuleSet((Rule("b", 0, b), Rule("a", 0, a))).names == ("b", "a")
+        # rules of one's own keep the order they are listed in
+        rules = RuleSet((Rule("b", 0, catch), Rule("a", 0, GPU)))
+        assert rules.names == ("b", "a")
 
     @pytest.mark.parametrize(
         ("phases", "error"),
@@ -565,41 +473,3 @@ class TestCustomRules:
     def test_cannot_redefine_a_builtin(self) -> None:
         with pytest.raises(ValueError, match="built-in"):
             Rule("node-shutdown", 0, GPU)
-
-
-# -- properties over random snapshots (tests/reliability fuzzes raw objects) ------------
-
-rule_sets = st.builds(
-    RuleSet,
-    rules=st.lists(st.sampled_from(RULE_NAMES), unique=True).map(
-        lambda names: tuple(Rule(n, 7) for n in names)
-    ),
-    exclude_owner_kinds=st.frozensets(st.sampled_from(["Job", "DaemonSet", "statefulset"])),
-)
-
-
-snapshots = st.builds(
-    PodSnapshot,
-    namespace=st.just("ns"),
-    name=st.just("p"),
-    uid=st.just("u"),
-    phase=st.sampled_from(["Failed", "Succeeded", "Running", "Pending", "Unknown", ""]),
-    reason=st.sampled_from([*sorted(NODE_SHUTDOWN_REASONS), "Evicted", "OOMKilled", ""]),
-    owner_kind=st.sampled_from(["", "Job", "JOB", "ReplicaSet", "StatefulSet", "DaemonSet"]),
-    deleting=st.booleans(),
-    keep=st.booleans(),
-    terminated_at=st.none() | st.datetimes(timezones=st.just(UTC)),
-)
-
-
-@settings(max_examples=400, deadline=None)
-@given(pod=snapshots, rules=rule_sets)
-def test_classify_properties(pod: PodSnapshot, rules: RuleSet) -> None:
-    verdict = judge(pod, rules, first_seen=FIRST_SEEN)
-    vetoed = pod.keep or pod.deleting or rules.excludes(pod.owner_kind)
-    if vetoed or not pod.terminal:
-        assert not verdict.zombie
-    else:
-        expected = next((r.name for r in rules.ordered() if mismatch(r, pod) is None), None)
-        assert verdict.rule == expected
-        assert verdict.zombie == (expected is not None)

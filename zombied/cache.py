@@ -48,8 +48,7 @@ class Evaluation:
 
 
 class PodCache:
-    """Snapshots of terminal pods by key, kept in step with the work queue;
-    ``on_zombies(n)`` follows the number of cached zombies, due or not."""
+    """Snapshots of terminal pods by key, kept in step with the work queue."""
 
     def __init__(
         self,
@@ -57,14 +56,11 @@ class PodCache:
         queue: WorkQueue[str],
         *,
         now: Callable[[], datetime] = _utcnow,
-        on_zombies: Callable[[int], None] | None = None,
     ) -> None:
         self._rules = rules
         self.queue = queue
         self._now = now
-        self._on_zombies = on_zombies
         self._entries: dict[str, CacheEntry] = {}
-        self._zombies: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -75,7 +71,7 @@ class PodCache:
     @property
     def zombies(self) -> int:
         """Entries judged zombies, due or not."""
-        return len(self._zombies)
+        return sum(entry.judgement.zombie for entry in self._entries.values())
 
     def get(self, key: str) -> CacheEntry | None:
         return self._entries.get(key)
@@ -87,7 +83,7 @@ class PodCache:
         """Cached zombies whose min age has passed."""
         now = self._now()
         return sum(
-            self._entries[key].judgement.decision(now) is Decision.DELETE for key in self._zombies
+            entry.judgement.decision(now) is Decision.DELETE for entry in self._entries.values()
         )
 
     def evaluate(self, key: str, *, take: bool = False) -> Evaluation | None:
@@ -103,7 +99,6 @@ class PodCache:
             return None
         delay = 0.0
         due = entry.judgement.due
-        self._track(key, zombie=due is not None)
         if due is not None:
             delay = max(0.0, (due - self._now()).total_seconds())
             if delay > 0 or not take:
@@ -132,7 +127,6 @@ class PodCache:
         if entry is None or (uid is not None and entry.snapshot.uid != uid):
             return
         del self._entries[key]
-        self._track(key, zombie=False)
         self.queue.discard(key)
 
     def reconcile(self, owns: Callable[[str], bool], snapshots: Iterable[PodSnapshot]) -> int:
@@ -150,12 +144,3 @@ class PodCache:
         for key in stale:
             self.remove(key)
         return len(stale)
-
-    def _track(self, key: str, *, zombie: bool) -> None:
-        before = len(self._zombies)
-        if zombie:
-            self._zombies.add(key)
-        else:
-            self._zombies.discard(key)
-        if len(self._zombies) != before and self._on_zombies is not None:
-            self._on_zombies(len(self._zombies))

@@ -51,7 +51,7 @@ class Daemon:
         self.queue: WorkQueue[str] = WorkQueue(
             on_depth=metrics.queue_depth_changed, on_wait=metrics.queue_waited
         )
-        self.cache = PodCache(config.rules, self.queue, on_zombies=metrics.zombies_known_changed)
+        self.cache = PodCache(config.rules, self.queue)
         self.scopes = scopes_for(config.rules.scope)
         self.leadership = Leadership(not config.leader_elect, on_change=metrics.leading)
         metrics.leading(self.leadership.leading, changed=False)
@@ -120,11 +120,12 @@ class Daemon:
         now = time.monotonic()
         metrics.watch_ages({w.state.label: now - w.state.last_event for w in self.watchers})
         metrics.watch_timeouts({w.state.label: w.state.watch_timeout for w in self.watchers})
-        zombies = (
+        zombies = [
             (entry.judgement.rule, entry.judgement.due)
             for entry in self.cache.entries()
             if entry.judgement.zombie
-        )
+        ]
+        metrics.zombies_known(len(zombies))
         metrics.zombies_overdue(
             metrics.overdue_by_rule(self.config.rules.names, zombies, datetime.now(UTC))
         )

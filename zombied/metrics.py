@@ -147,7 +147,7 @@ def reference() -> list[tuple[str, str, tuple[str, ...], str]]:
 
 queue_depth_changed = _queue_depth.set
 queue_waited = _queue_wait.observe
-zombies_known_changed = _zombies_known.set
+zombies_known = _zombies_known.set
 delete_rate_changed = _delete_rate.set
 events_queued_changed = _events_queued.set
 rate_limit_waiting = _delete_rate_limit_waiting.set

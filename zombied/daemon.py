@@ -73,8 +73,6 @@ class Daemon:
         self._drained = anyio.Event()
         self._crashed = ""
 
-    # -- probes -------------------------------------------------------------------------
-
     @property
     def http_port(self) -> int:
         return self.http.port if self.http is not None else 0
@@ -130,8 +128,6 @@ class Daemon:
             metrics.overdue_by_rule(self.config.rules.names, zombies, datetime.now(UTC))
         )
         metrics.rate_limit_waiting(self.reaper.bucket.waiting if self.reaper is not None else 0)
-
-    # -- lifetime -----------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
         config = self.config

@@ -112,8 +112,6 @@ class Leadership:
             finally:
                 self._acting.discard(scope)
 
-    # -- the elector's side -------------------------------------------------------------
-
     def begin_term(self, until: float) -> None:
         """A term starts now and lasts until loop time ``until`` unless extended."""
         self._until = until
@@ -211,8 +209,6 @@ class LeaseElector:
             self._campaign.cancel()
         with anyio.CancelScope(shield=True):
             await self._release(reason="released")
-
-    # -- campaign and term ----------------------------------------------------------
 
     async def _acquire(self) -> None:
         """Try every retry period (jittered, as client-go) until we hold the lease."""

@@ -104,7 +104,6 @@ _events_queued = Gauge(
     "Reaped Events waiting to be written (at most 1,000; the rest are dropped).",
 )
 
-# -- computed at scrape time, for the alerts of manifests/components/monitoring ---------
 
 #: Past due by this much a zombie is overdue: a healthy storm never counts.
 OVERDUE_MARGIN: Final = 60.0
@@ -142,8 +141,6 @@ def reference() -> list[tuple[str, str, tuple[str, ...], str]]:
         rows.append((name, family.type, labels, family.documentation))
     return rows
 
-
-# -- recording: the only writers of the series above ------------------------------------
 
 queue_depth_changed = _queue_depth.set
 queue_waited = _queue_wait.observe

@@ -46,9 +46,6 @@ _LINE_TOO_LONG: Final = "LineTooLong"
 _REARM_S: Final = 1.0
 
 
-# -- scopes ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Scope:
     """What one list-watch covers: one namespace, or all of the selection's."""
@@ -85,9 +82,6 @@ def scopes_for(selection: Selection) -> tuple[Scope, ...]:
         return (Scope(None, selection),)
     excluded = selection.exclude_namespaces
     return tuple(Scope(ns, selection) for ns in wanted if ns not in excluded)
-
-
-# -- events ---------------------------------------------------------------------------
 
 
 class EventParseError(ValueError):
@@ -166,9 +160,6 @@ async def list_terminal_pods(
             if not resource_version:
                 raise ApiError(request, 0, "MalformedAnswer", "LIST without a resourceVersion")
             return snapshots, resource_version
-
-
-# -- the watch loop -------------------------------------------------------------------
 
 
 @dataclass(slots=True)

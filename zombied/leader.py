@@ -113,14 +113,11 @@ class Leadership:
                 self._acting.discard(scope)
 
     def begin_term(self, until: float) -> None:
-        """A term starts now and lasts until loop time ``until`` unless extended."""
+        """A term starts (or goes on) and lasts until loop time ``until``."""
         self._until = until
         if not self._in_term:
             self._in_term = True
             self._changed_now()
-
-    def extend(self, until: float) -> None:
-        self._until = until
 
     def end_term(self) -> None:
         """The term is over: stop every action in flight, wake the waiters."""
@@ -179,13 +176,9 @@ class LeaseElector:
         self._observed: tuple[object, ...] | None = None
         self._observed_at = -math.inf
         self._observed_duration = lease_duration
-        self._holder = ""
+        #: The holder we last observed ("" when free or unknown).
+        self.holder = ""
         self._logged: set[tuple[str, Kind]] = set()
-
-    @property
-    def holder(self) -> str:
-        """The holder we last observed ("" when free or unknown)."""
-        return self._holder
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Campaign and lead until cancelled; release the lease on the way out."""
@@ -224,7 +217,7 @@ class LeaseElector:
             with anyio.CancelScope(deadline=self._renewed_at + self.renew_deadline) as term:
                 await anyio.sleep(self.retry_period)
                 while not await self._try_acquire_or_renew():
-                    if self._holder != self.identity:
+                    if self.holder != self.identity:
                         return  # another holder took over; _observe stopped us
                     await anyio.sleep(self.retry_period)
             if term.cancelled_caught:
@@ -259,7 +252,7 @@ class LeaseElector:
                     self._failed(exc)
                     return False
                 lease = None
-            taken = lease is not None and self._holder not in ("", self.identity)
+            taken = lease is not None and self.holder not in ("", self.identity)
             if taken and not self._expired():
                 return False
             try:
@@ -300,12 +293,11 @@ class LeaseElector:
         if self._released:
             return  # release() is waiting for the lock and clears the holder next
         self._renewed_at = started
-        if self.leadership.in_term:
-            self.leadership.extend(started + self.renew_deadline)
-            return
+        renewed = self.leadership.in_term
         self.leadership.begin_term(started + self.renew_deadline)
-        spec = lease.get("spec") or {}
-        self._log.info("leader.acquired", transitions=spec.get("leaseTransitions"))
+        if not renewed:
+            spec = lease.get("spec") or {}
+            self._log.info("leader.acquired", transitions=spec.get("leaseTransitions"))
 
     def _observe(self, lease: Any, *, at: float | None = None) -> None:
         """Remember the lease; restart its expiry clock whenever its record changed."""
@@ -326,8 +318,8 @@ class LeaseElector:
         )
         holder = spec.get("holderIdentity")
         holder = holder if isinstance(holder, str) else ""
-        if holder != self._holder:
-            self._holder = holder
+        if holder != self.holder:
+            self.holder = holder
             if holder != self.identity:
                 self._log.info("leader.observed", holder=holder or None)
         if self.leadership.in_term and holder != self.identity:

@@ -83,7 +83,7 @@ class Daemon:
         if self.kube is not None:
             reasons.extend(self.kube.permissions.problems())
         reasons.extend(
-            f"scope {watcher.state.label}: first list not done"
+            f"scope {watcher.scope.label}: first list not done"
             for watcher in self.watchers
             if not watcher.state.synced
         )
@@ -103,12 +103,12 @@ class Daemon:
             return True, "ok"
         now = time.monotonic()
         for watcher in self.watchers:
-            state = watcher.state
-            if not state.alive:
-                return False, f"watch loop of scope {state.label} is not running"
-            limit = 2 * max(state.watch_timeout, watcher.timeout_max) + _SILENT_SLACK
-            if now - state.last_progress > limit:
-                return False, f"watch loop of scope {state.label} silent for {limit:.0f}s"
+            label = watcher.scope.label
+            if not watcher.state.alive:
+                return False, f"watch loop of scope {label} is not running"
+            limit = 2 * watcher.timeout_max + _SILENT_SLACK
+            if now - watcher.state.last_progress > limit:
+                return False, f"watch loop of scope {label} silent for {limit:.0f}s"
         return True, "ok"
 
     def healthy(self) -> bool:
@@ -116,8 +116,8 @@ class Daemon:
 
     def _before_scrape(self) -> None:
         now = time.monotonic()
-        metrics.watch_ages({w.state.label: now - w.state.last_event for w in self.watchers})
-        metrics.watch_timeouts({w.state.label: w.state.watch_timeout for w in self.watchers})
+        metrics.watch_ages({w.scope.label: now - w.state.last_event for w in self.watchers})
+        metrics.watch_timeouts({w.scope.label: w.state.watch_timeout for w in self.watchers})
         zombies = [
             (entry.judgement.rule, entry.judgement.due)
             for entry in self.cache.entries()
@@ -235,7 +235,7 @@ class Daemon:
         with self._watch_scope:
             async with anyio.create_task_group() as tg:
                 for watcher in self.watchers:
-                    task = f"watch loop of scope {watcher.state.label}"
+                    task = f"watch loop of scope {watcher.scope.label}"
                     await tg.start(self._guarded, task, watcher.run)
                 task_status.started()
 

@@ -184,10 +184,4 @@ class EventRecorder:
             if exc.overloaded:
                 self.bucket.throttled(sent_at)
             if not exc.refused:
-                log.warning(
-                    "event.failed",
-                    namespace=pod.namespace,
-                    pod=pod.name,
-                    code=exc.code,
-                    message=exc.message[:200],
-                )
+                log.warning("event.failed", namespace=pod.namespace, pod=pod.name, **exc.log_fields)

@@ -205,6 +205,16 @@ class ApiError(ZombiedError):
         return self.kind in (Kind.UNAUTHORIZED, Kind.FORBIDDEN)
 
     @property
+    def log_fields(self) -> dict[str, object]:
+        """What a log line of the failure says about it."""
+        return {
+            "verb": self.request.verb,
+            "code": self.code,
+            "reason": self.reason,
+            "message": self.message[:200] or None,
+        }
+
+    @property
     def overloaded(self) -> bool:
         """The server (or the way to it) says: slow down."""
         return self.kind in (Kind.THROTTLED, Kind.TRANSIENT)

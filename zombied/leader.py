@@ -378,10 +378,4 @@ class LeaseElector:
         if key in self._logged or exc.refused:
             return
         self._logged.add(key)
-        self._log.warning(
-            "leader.error",
-            verb=exc.request.verb,
-            code=exc.code,
-            reason=exc.reason,
-            message=exc.message or None,
-        )
+        self._log.warning("leader.error", **exc.log_fields)

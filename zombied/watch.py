@@ -167,7 +167,6 @@ class ScopeState:
     """What health and readiness need to know about one scope's watch loop; times are
     monotonic: the last event or (re)connect, the last progress of any kind."""
 
-    label: str
     synced: bool = False
     alive: bool = False
     last_event: float = field(default_factory=time.monotonic)
@@ -202,7 +201,7 @@ class Watcher:
         self.timeout_max = max(timeout_min, timeout_max)
         self.page_size = page_size
         self.inactivity_margin = inactivity_margin
-        self.state = ScopeState(scope.label, watch_timeout=self.timeout_max)
+        self.state = ScopeState(watch_timeout=self.timeout_max)
         self._kube = kube
         self._backoff = backoff if backoff is not None else Backoff()
         self._rng = random.Random()
@@ -253,14 +252,7 @@ class Watcher:
         if exc.kind is Kind.THROTTLED and exc.retry_after is not None:
             delay = exc.retry_after
         if not exc.refused:
-            self._log.warning(
-                "watch.error",
-                verb=exc.request.verb,
-                code=exc.code,
-                reason=exc.reason,
-                message=exc.message[:200],
-                retry_in_s=round(delay, 3),
-            )
+            self._log.warning("watch.error", **exc.log_fields, retry_in_s=round(delay, 3))
         await anyio.sleep(delay)
 
     def _progress(self) -> None:

@@ -33,20 +33,6 @@ class CacheEntry:
         return self.judgement.pod
 
 
-@dataclass(frozen=True, slots=True)
-class Evaluation:
-    """What `PodCache.evaluate` decided: the judgement, and seconds until the zombie is
-    due (0: due now, or no zombie)."""
-
-    judgement: Judgement
-    delay: float
-
-    @property
-    def due(self) -> bool:
-        """A zombie whose min age has passed."""
-        return self.judgement.zombie and self.delay <= 0
-
-
 class PodCache:
     """Snapshots of terminal pods by key, kept in step with the work queue."""
 
@@ -86,26 +72,27 @@ class PodCache:
             entry.judgement.decision(now) is Decision.DELETE for entry in self._entries.values()
         )
 
-    def evaluate(self, key: str, *, take: bool = False) -> Evaluation | None:
+    def evaluate(self, key: str, *, take: bool = False) -> Judgement | None:
         """Put the queue in step with the judgement on the newest snapshot of ``key``.
 
-        A zombie is queued for its due time; anything else, or a key no longer cached
-        (None), leaves the queue. With ``take`` the caller is the worker holding ``key``:
-        a zombie due now is left to it instead of queued again.
+        A zombie is queued for its due time; anything else, or a key no longer cached,
+        leaves the queue. With ``take`` the caller is the worker holding ``key``: a zombie
+        due now is left to it instead of queued again. Returns the judgement, unless the
+        key is not cached or is a zombie queued again for later (None: nothing to do now).
         """
         entry = self._entries.get(key)
         if entry is None:
             self.queue.discard(key)
             return None
-        delay = 0.0
         due = entry.judgement.due
-        if due is not None:
-            delay = max(0.0, (due - self._now()).total_seconds())
-            if delay > 0 or not take:
-                self.queue.add(key, delay)
-        else:
+        if due is None:
             self.queue.discard(key)
-        return Evaluation(entry.judgement, delay)
+            return entry.judgement
+        delay = max(0.0, (due - self._now()).total_seconds())
+        if delay > 0 or not take:
+            self.queue.add(key, delay)
+            return None
+        return entry.judgement
 
     def upsert(self, snapshot: PodSnapshot) -> None:
         """Record the newest state of a pod and evaluate it; non-terminal pods leave."""

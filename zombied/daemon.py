@@ -128,6 +128,7 @@ class Daemon:
             metrics.overdue_by_rule(self.config.rules.names, zombies, datetime.now(UTC))
         )
         metrics.rate_limit_waiting(self.reaper.bucket.waiting if self.reaper is not None else 0)
+        metrics.events_queued(len(self.events) if self.events is not None else 0)
 
     async def __aenter__(self) -> Self:
         config = self.config
@@ -148,7 +149,6 @@ class Daemon:
                     self.kube,
                     identity=self.identity,
                     on_dropped=metrics.events_dropped,
-                    on_queued=metrics.events_queued_changed,
                 )
             )
             self._build(self.kube, self.events)

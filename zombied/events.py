@@ -70,7 +70,7 @@ def event_body(
 
 class EventRecorder:
     """Writes ``Reaped`` Events in the background; use as ``async with``.
-    ``on_dropped(why, count)`` counts Events not written; ``on_queued(depth)`` the queue."""
+    ``on_dropped(why, count)`` counts Events not written."""
 
     def __init__(
         self,
@@ -81,7 +81,6 @@ class EventRecorder:
         capacity: int = 1000,
         flush_timeout: float = FLUSH_TIMEOUT,
         on_dropped: Callable[[str, int], None] | None = None,
-        on_queued: Callable[[int], None] | None = None,
     ) -> None:
         self._kube = kube
         self.identity = identity
@@ -89,7 +88,6 @@ class EventRecorder:
         self.capacity = capacity
         self.flush_timeout = flush_timeout
         self._on_dropped = on_dropped if on_dropped is not None else (lambda _why, _count: None)
-        self._on_queued = on_queued if on_queued is not None else (lambda _depth: None)
         self._queue: deque[tuple[PodSnapshot, str, datetime]] = deque()
         self._queued_uids: set[str] = set()
         self._ready = anyio.Event()
@@ -113,7 +111,6 @@ class EventRecorder:
             return False
         self._queue.append((pod, rule, datetime.now(UTC)))
         self._queued_uids.add(pod.uid)
-        self._on_queued(len(self._queue))
         self._ready.set()
         return True
 
@@ -133,7 +130,6 @@ class EventRecorder:
             log.warning("event.dropped", count=left, why="shutdown")
             self._queue.clear()
             self._queued_uids.clear()
-            self._on_queued(0)
 
     async def __aenter__(self) -> Self:
         self._tg = anyio.create_task_group()
@@ -167,7 +163,6 @@ class EventRecorder:
                     sent_at = await self.bucket.acquire()
                     pod, rule, when = self._queue.popleft()
                     self._queued_uids.discard(pod.uid)
-                    self._on_queued(len(self._queue))
                     self._sending = 1
                     await self._send(pod, rule, when, sent_at)
                     self._sending = 0

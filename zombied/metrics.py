@@ -146,7 +146,7 @@ queue_depth_changed = _queue_depth.set
 queue_waited = _queue_wait.observe
 zombies_known = _zombies_known.set
 delete_rate_changed = _delete_rate.set
-events_queued_changed = _events_queued.set
+events_queued = _events_queued.set
 rate_limit_waiting = _delete_rate_limit_waiting.set
 
 

@@ -472,12 +472,10 @@ class Kube:
                 request.method, url, data=data, headers=headers, timeout=deadline, **self._options
             ) as response:
                 if response.status == 401 and attempt == 1 and self.credentials.refreshable:
-                    stale, token = token, None
-                    if await self.credentials.refresh(stale):
+                    if await self.credentials.refresh(token):
                         token = await self.credentials.header()
                         log.info("api.credentials_refreshed", request=str(request))
                         continue
-                    token = stale
                 if response.status >= 400:
                     raise await self._failure(request, response)
                 self.permissions.allowed(request)

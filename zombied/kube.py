@@ -471,11 +471,15 @@ class Kube:
             async with self._session.request(
                 request.method, url, data=data, headers=headers, timeout=deadline, **self._options
             ) as response:
-                if response.status == 401 and attempt == 1 and self.credentials.refreshable:
-                    if await self.credentials.refresh(token):
-                        token = await self.credentials.header()
-                        log.info("api.credentials_refreshed", request=str(request))
-                        continue
+                if (
+                    response.status == 401
+                    and attempt == 1
+                    and self.credentials.refreshable
+                    and await self.credentials.refresh(token)
+                ):
+                    token = await self.credentials.header()
+                    log.info("api.credentials_refreshed", request=str(request))
+                    continue
                 if response.status >= 400:
                     raise await self._failure(request, response)
                 self.permissions.allowed(request)

@@ -62,6 +62,12 @@ def micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _spec(lease: object) -> dict[str, Any]:
+    """The spec of a lease as the server answered it; empty when missing or no object."""
+    spec = lease.get("spec") if isinstance(lease, dict) else None
+    return spec if isinstance(spec, dict) else {}
+
+
 class Leadership:
     """Whether this replica may act now, who waits for that, and what to stop on loss.
 
@@ -265,7 +271,7 @@ class LeaseElector:
     async def _write(self, lease: dict[str, Any] | None, *, release: bool = False) -> Any:
         """Create the lease (``lease`` None) or replace it at its resourceVersion."""
         now = micro_time(datetime.now(UTC))
-        spec = dict(lease.get("spec") or {}) if lease is not None else {}
+        spec = dict(_spec(lease))
         ours = spec.get("holderIdentity") == self.identity
         transitions = spec.get("leaseTransitions")
         transitions = transitions if isinstance(transitions, int) else 0
@@ -296,16 +302,14 @@ class LeaseElector:
         renewed = self.leadership.in_term
         self.leadership.begin_term(started + self.renew_deadline)
         if not renewed:
-            spec = lease.get("spec") or {}
-            self._log.info("leader.acquired", transitions=spec.get("leaseTransitions"))
+            self._log.info("leader.acquired", transitions=_spec(lease).get("leaseTransitions"))
 
     def _observe(self, lease: Any, *, at: float | None = None) -> None:
         """Remember the lease; restart its expiry clock whenever its record changed."""
         if not isinstance(lease, dict):
             raise ApiError(self._lease_request("get"), 0, "MalformedAnswer", "not a Lease")
         self._lease = lease
-        found = lease.get("spec")
-        spec: dict[str, Any] = found if isinstance(found, dict) else {}
+        spec = _spec(lease)
         record = tuple(spec.get(field) for field in _RECORD_FIELDS)
         if record == self._observed:
             return
@@ -344,8 +348,7 @@ class LeaseElector:
                 for _ in range(3):
                     try:
                         lease = await self._request("get", limit=timeout)
-                        spec = (lease.get("spec") or {}) if isinstance(lease, dict) else {}
-                        if spec.get("holderIdentity") != self.identity:
+                        if _spec(lease).get("holderIdentity") != self.identity:
                             return  # not ours (any more): nothing to give back
                         self._lease = await self._write(lease, release=True)
                     except ApiError as exc:

@@ -93,7 +93,6 @@ class EventRecorder:
         self._ready = anyio.Event()
         self._idle = anyio.Event()
         self._closed = False
-        self._drained = False
         self._tg: anyio.abc.TaskGroup | None = None
         # The sender's own scope: the task group's covers the host task's code too.
         self._sender = anyio.CancelScope()
@@ -116,9 +115,8 @@ class EventRecorder:
 
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 - the drain's own budget
         """Write what is queued within ``timeout`` seconds, count what is left as dropped."""
-        if self._drained:
+        if self._closed:
             return
-        self._drained = True
         self._closed = True
         self._ready.set()
         with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
@@ -141,7 +139,7 @@ class EventRecorder:
         tg = self._tg
         assert tg is not None  # entered
         if exc_info[0] is not None:
-            self._drained = self._closed = True
+            self._closed = True
             tg.cancel_scope.cancel()
         else:
             await self.drain(self.flush_timeout)

@@ -403,13 +403,12 @@ class Kube:
         configuration = api.configuration
         self._base = str(configuration.host).rstrip("/")
         self._session: aiohttp.ClientSession = api.rest_client.pool_manager
-        self._options: dict[str, Any] = {}
-        if configuration.proxy:
-            self._options["proxy"] = configuration.proxy
-        if configuration.proxy_headers:
-            self._options["proxy_headers"] = configuration.proxy_headers
-        if configuration.tls_server_name:
-            self._options["server_hostname"] = configuration.tls_server_name
+        # None is aiohttp's own default for each of them.
+        self._options: dict[str, Any] = {
+            "proxy": configuration.proxy or None,
+            "proxy_headers": configuration.proxy_headers or None,
+            "server_hostname": configuration.tls_server_name or None,
+        }
         self._headers = {"User-Agent": user_agent(), "Accept": "application/json"}
 
     async def request(

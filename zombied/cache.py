@@ -33,23 +33,8 @@ class CacheEntry:
         return self.judgement.pod
 
 
-@dataclass(frozen=True, slots=True)
-class Evaluation:
-    """What `PodCache.evaluate` decided: the judgement, and seconds until the zombie is
-    due (0: due now, or no zombie)."""
-
-    judgement: Judgement
-    delay: float
-
-    @property
-    def due(self) -> bool:
-        """A zombie whose min age has passed."""
-        return self.judgement.zombie and self.delay <= 0
-
-
 class PodCache:
-    """Snapshots of terminal pods by key, kept in step with the work queue;
-    ``on_zombies(n)`` follows the number of cached zombies, due or not."""
+    """Snapshots of terminal pods by key, kept in step with the work queue."""
 
     def __init__(
         self,
@@ -57,14 +42,11 @@ class PodCache:
         queue: WorkQueue[str],
         *,
         now: Callable[[], datetime] = _utcnow,
-        on_zombies: Callable[[int], None] | None = None,
     ) -> None:
         self._rules = rules
         self.queue = queue
         self._now = now
-        self._on_zombies = on_zombies
         self._entries: dict[str, CacheEntry] = {}
-        self._zombies: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -75,7 +57,7 @@ class PodCache:
     @property
     def zombies(self) -> int:
         """Entries judged zombies, due or not."""
-        return len(self._zombies)
+        return sum(entry.judgement.zombie for entry in self._entries.values())
 
     def get(self, key: str) -> CacheEntry | None:
         return self._entries.get(key)
@@ -87,30 +69,30 @@ class PodCache:
         """Cached zombies whose min age has passed."""
         now = self._now()
         return sum(
-            self._entries[key].judgement.decision(now) is Decision.DELETE for key in self._zombies
+            entry.judgement.decision(now) is Decision.DELETE for entry in self._entries.values()
         )
 
-    def evaluate(self, key: str, *, take: bool = False) -> Evaluation | None:
+    def evaluate(self, key: str, *, take: bool = False) -> Judgement | None:
         """Put the queue in step with the judgement on the newest snapshot of ``key``.
 
-        A zombie is queued for its due time; anything else, or a key no longer cached
-        (None), leaves the queue. With ``take`` the caller is the worker holding ``key``:
-        a zombie due now is left to it instead of queued again.
+        A zombie is queued for its due time; anything else, or a key no longer cached,
+        leaves the queue. With ``take`` the caller is the worker holding ``key``: a zombie
+        due now is left to it instead of queued again. Returns the judgement, unless the
+        key is not cached or is a zombie queued again for later (None: nothing to do now).
         """
         entry = self._entries.get(key)
         if entry is None:
             self.queue.discard(key)
             return None
-        delay = 0.0
         due = entry.judgement.due
-        self._track(key, zombie=due is not None)
-        if due is not None:
-            delay = max(0.0, (due - self._now()).total_seconds())
-            if delay > 0 or not take:
-                self.queue.add(key, delay)
-        else:
+        if due is None:
             self.queue.discard(key)
-        return Evaluation(entry.judgement, delay)
+            return entry.judgement
+        delay = max(0.0, (due - self._now()).total_seconds())
+        if delay > 0 or not take:
+            self.queue.add(key, delay)
+            return None
+        return entry.judgement
 
     def upsert(self, snapshot: PodSnapshot) -> None:
         """Record the newest state of a pod and evaluate it; non-terminal pods leave."""
@@ -132,7 +114,6 @@ class PodCache:
         if entry is None or (uid is not None and entry.snapshot.uid != uid):
             return
         del self._entries[key]
-        self._track(key, zombie=False)
         self.queue.discard(key)
 
     def reconcile(self, owns: Callable[[str], bool], snapshots: Iterable[PodSnapshot]) -> int:
@@ -150,12 +131,3 @@ class PodCache:
         for key in stale:
             self.remove(key)
         return len(stale)
-
-    def _track(self, key: str, *, zombie: bool) -> None:
-        before = len(self._zombies)
-        if zombie:
-            self._zombies.add(key)
-        else:
-            self._zombies.discard(key)
-        if len(self._zombies) != before and self._on_zombies is not None:
-            self._on_zombies(len(self._zombies))

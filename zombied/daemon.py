@@ -51,7 +51,7 @@ class Daemon:
         self.queue: WorkQueue[str] = WorkQueue(
             on_depth=metrics.queue_depth_changed, on_wait=metrics.queue_waited
         )
-        self.cache = PodCache(config.rules, self.queue, on_zombies=metrics.zombies_known_changed)
+        self.cache = PodCache(config.rules, self.queue)
         self.scopes = scopes_for(config.rules.scope)
         self.leadership = Leadership(not config.leader_elect, on_change=metrics.leading)
         metrics.leading(self.leadership.leading, changed=False)
@@ -73,8 +73,6 @@ class Daemon:
         self._drained = anyio.Event()
         self._crashed = ""
 
-    # -- probes -------------------------------------------------------------------------
-
     @property
     def http_port(self) -> int:
         return self.http.port if self.http is not None else 0
@@ -85,7 +83,7 @@ class Daemon:
         if self.kube is not None:
             reasons.extend(self.kube.permissions.problems())
         reasons.extend(
-            f"scope {watcher.state.label}: first list not done"
+            f"scope {watcher.scope.label}: first list not done"
             for watcher in self.watchers
             if not watcher.state.synced
         )
@@ -105,12 +103,12 @@ class Daemon:
             return True, "ok"
         now = time.monotonic()
         for watcher in self.watchers:
-            state = watcher.state
-            if not state.alive:
-                return False, f"watch loop of scope {state.label} is not running"
-            limit = 2 * max(state.watch_timeout, watcher.timeout_max) + _SILENT_SLACK
-            if now - state.last_progress > limit:
-                return False, f"watch loop of scope {state.label} silent for {limit:.0f}s"
+            label = watcher.scope.label
+            if not watcher.state.alive:
+                return False, f"watch loop of scope {label} is not running"
+            limit = 2 * watcher.timeout_max + _SILENT_SLACK
+            if now - watcher.state.last_progress > limit:
+                return False, f"watch loop of scope {label} silent for {limit:.0f}s"
         return True, "ok"
 
     def healthy(self) -> bool:
@@ -118,19 +116,19 @@ class Daemon:
 
     def _before_scrape(self) -> None:
         now = time.monotonic()
-        metrics.watch_ages({w.state.label: now - w.state.last_event for w in self.watchers})
-        metrics.watch_timeouts({w.state.label: w.state.watch_timeout for w in self.watchers})
-        zombies = (
+        metrics.watch_ages({w.scope.label: now - w.state.last_event for w in self.watchers})
+        metrics.watch_timeouts({w.scope.label: w.state.watch_timeout for w in self.watchers})
+        zombies = [
             (entry.judgement.rule, entry.judgement.due)
             for entry in self.cache.entries()
             if entry.judgement.zombie
-        )
+        ]
+        metrics.zombies_known(len(zombies))
         metrics.zombies_overdue(
             metrics.overdue_by_rule(self.config.rules.names, zombies, datetime.now(UTC))
         )
         metrics.rate_limit_waiting(self.reaper.bucket.waiting if self.reaper is not None else 0)
-
-    # -- lifetime -----------------------------------------------------------------------
+        metrics.events_queued(len(self.events) if self.events is not None else 0)
 
     async def __aenter__(self) -> Self:
         config = self.config
@@ -151,7 +149,6 @@ class Daemon:
                     self.kube,
                     identity=self.identity,
                     on_dropped=metrics.events_dropped,
-                    on_queued=metrics.events_queued_changed,
                 )
             )
             self._build(self.kube, self.events)
@@ -238,7 +235,7 @@ class Daemon:
         with self._watch_scope:
             async with anyio.create_task_group() as tg:
                 for watcher in self.watchers:
-                    task = f"watch loop of scope {watcher.state.label}"
+                    task = f"watch loop of scope {watcher.scope.label}"
                     await tg.start(self._guarded, task, watcher.run)
                 task_status.started()
 

@@ -70,7 +70,7 @@ def event_body(
 
 class EventRecorder:
     """Writes ``Reaped`` Events in the background; use as ``async with``.
-    ``on_dropped(why, count)`` counts Events not written; ``on_queued(depth)`` the queue."""
+    ``on_dropped(why, count)`` counts Events not written."""
 
     def __init__(
         self,
@@ -81,7 +81,6 @@ class EventRecorder:
         capacity: int = 1000,
         flush_timeout: float = FLUSH_TIMEOUT,
         on_dropped: Callable[[str, int], None] | None = None,
-        on_queued: Callable[[int], None] | None = None,
     ) -> None:
         self._kube = kube
         self.identity = identity
@@ -89,13 +88,11 @@ class EventRecorder:
         self.capacity = capacity
         self.flush_timeout = flush_timeout
         self._on_dropped = on_dropped if on_dropped is not None else (lambda _why, _count: None)
-        self._on_queued = on_queued if on_queued is not None else (lambda _depth: None)
         self._queue: deque[tuple[PodSnapshot, str, datetime]] = deque()
         self._queued_uids: set[str] = set()
         self._ready = anyio.Event()
         self._idle = anyio.Event()
         self._closed = False
-        self._drained = False
         self._tg: anyio.abc.TaskGroup | None = None
         # The sender's own scope: the task group's covers the host task's code too.
         self._sender = anyio.CancelScope()
@@ -113,15 +110,13 @@ class EventRecorder:
             return False
         self._queue.append((pod, rule, datetime.now(UTC)))
         self._queued_uids.add(pod.uid)
-        self._on_queued(len(self._queue))
         self._ready.set()
         return True
 
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 - the drain's own budget
         """Write what is queued within ``timeout`` seconds, count what is left as dropped."""
-        if self._drained:
+        if self._closed:
             return
-        self._drained = True
         self._closed = True
         self._ready.set()
         with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
@@ -133,7 +128,6 @@ class EventRecorder:
             log.warning("event.dropped", count=left, why="shutdown")
             self._queue.clear()
             self._queued_uids.clear()
-            self._on_queued(0)
 
     async def __aenter__(self) -> Self:
         self._tg = anyio.create_task_group()
@@ -145,7 +139,7 @@ class EventRecorder:
         tg = self._tg
         assert tg is not None  # entered
         if exc_info[0] is not None:
-            self._drained = self._closed = True
+            self._closed = True
             tg.cancel_scope.cancel()
         else:
             await self.drain(self.flush_timeout)
@@ -167,7 +161,6 @@ class EventRecorder:
                     sent_at = await self.bucket.acquire()
                     pod, rule, when = self._queue.popleft()
                     self._queued_uids.discard(pod.uid)
-                    self._on_queued(len(self._queue))
                     self._sending = 1
                     await self._send(pod, rule, when, sent_at)
                     self._sending = 0
@@ -184,10 +177,4 @@ class EventRecorder:
             if exc.overloaded:
                 self.bucket.throttled(sent_at)
             if not exc.refused:
-                log.warning(
-                    "event.failed",
-                    namespace=pod.namespace,
-                    pod=pod.name,
-                    code=exc.code,
-                    message=exc.message[:200],
-                )
+                log.warning("event.failed", namespace=pod.namespace, pod=pod.name, **exc.log_fields)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Final, Self
 
 import anyio
@@ -28,18 +29,16 @@ Check = Callable[[], tuple[bool, str]]
 _HEARTBEAT: Final = 0.5
 
 
+@dataclass
 class LoopMonitor:
     """Measures event-loop lag (how late a periodic sleep wakes up); a stall is still
     reported ``hold`` seconds after it ended, for the probe that arrives after it."""
 
-    def __init__(
-        self, interval: float = _HEARTBEAT, stall_after: float = 10.0, hold: float = 60.0
-    ) -> None:
-        self.interval = interval
-        self.stall_after = stall_after
-        self.hold = hold
-        self._last_beat: float | None = None
-        self._stall: tuple[float, float] | None = None  # (loop time seen, lag)
+    interval: float = _HEARTBEAT
+    stall_after: float = 10.0
+    hold: float = 60.0
+    _last_beat: float | None = field(default=None, init=False)
+    _stall: tuple[float, float] | None = field(default=None, init=False)  # (loop time seen, lag)
 
     async def run(self) -> None:
         while True:

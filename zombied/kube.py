@@ -205,6 +205,16 @@ class ApiError(ZombiedError):
         return self.kind in (Kind.UNAUTHORIZED, Kind.FORBIDDEN)
 
     @property
+    def log_fields(self) -> dict[str, object]:
+        """What a log line of the failure says about it."""
+        return {
+            "verb": self.request.verb,
+            "code": self.code,
+            "reason": self.reason,
+            "message": self.message[:200] or None,
+        }
+
+    @property
     def overloaded(self) -> bool:
         """The server (or the way to it) says: slow down."""
         return self.kind in (Kind.THROTTLED, Kind.TRANSIENT)
@@ -393,13 +403,12 @@ class Kube:
         configuration = api.configuration
         self._base = str(configuration.host).rstrip("/")
         self._session: aiohttp.ClientSession = api.rest_client.pool_manager
-        self._options: dict[str, Any] = {}
-        if configuration.proxy:
-            self._options["proxy"] = configuration.proxy
-        if configuration.proxy_headers:
-            self._options["proxy_headers"] = configuration.proxy_headers
-        if configuration.tls_server_name:
-            self._options["server_hostname"] = configuration.tls_server_name
+        # None is aiohttp's own default for each of them.
+        self._options: dict[str, Any] = {
+            "proxy": configuration.proxy or None,
+            "proxy_headers": configuration.proxy_headers or None,
+            "server_hostname": configuration.tls_server_name or None,
+        }
         self._headers = {"User-Agent": user_agent(), "Accept": "application/json"}
 
     async def request(
@@ -461,13 +470,15 @@ class Kube:
             async with self._session.request(
                 request.method, url, data=data, headers=headers, timeout=deadline, **self._options
             ) as response:
-                if response.status == 401 and attempt == 1 and self.credentials.refreshable:
-                    stale, token = token, None
-                    if await self.credentials.refresh(stale):
-                        token = await self.credentials.header()
-                        log.info("api.credentials_refreshed", request=str(request))
-                        continue
-                    token = stale
+                if (
+                    response.status == 401
+                    and attempt == 1
+                    and self.credentials.refreshable
+                    and await self.credentials.refresh(token)
+                ):
+                    token = await self.credentials.header()
+                    log.info("api.credentials_refreshed", request=str(request))
+                    continue
                 if response.status >= 400:
                     raise await self._failure(request, response)
                 self.permissions.allowed(request)

@@ -62,6 +62,12 @@ def micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _spec(lease: object) -> dict[str, Any]:
+    """The spec of a lease as the server answered it; empty when missing or no object."""
+    spec = lease.get("spec") if isinstance(lease, dict) else None
+    return spec if isinstance(spec, dict) else {}
+
+
 class Leadership:
     """Whether this replica may act now, who waits for that, and what to stop on loss.
 
@@ -112,17 +118,12 @@ class Leadership:
             finally:
                 self._acting.discard(scope)
 
-    # -- the elector's side -------------------------------------------------------------
-
     def begin_term(self, until: float) -> None:
-        """A term starts now and lasts until loop time ``until`` unless extended."""
+        """A term starts (or goes on) and lasts until loop time ``until``."""
         self._until = until
         if not self._in_term:
             self._in_term = True
             self._changed_now()
-
-    def extend(self, until: float) -> None:
-        self._until = until
 
     def end_term(self) -> None:
         """The term is over: stop every action in flight, wake the waiters."""
@@ -181,13 +182,9 @@ class LeaseElector:
         self._observed: tuple[object, ...] | None = None
         self._observed_at = -math.inf
         self._observed_duration = lease_duration
-        self._holder = ""
+        #: The holder we last observed ("" when free or unknown).
+        self.holder = ""
         self._logged: set[tuple[str, Kind]] = set()
-
-    @property
-    def holder(self) -> str:
-        """The holder we last observed ("" when free or unknown)."""
-        return self._holder
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Campaign and lead until cancelled; release the lease on the way out."""
@@ -212,8 +209,6 @@ class LeaseElector:
         with anyio.CancelScope(shield=True):
             await self._release(reason="released")
 
-    # -- campaign and term ----------------------------------------------------------
-
     async def _acquire(self) -> None:
         """Try every retry period (jittered, as client-go) until we hold the lease."""
         while True:
@@ -228,7 +223,7 @@ class LeaseElector:
             with anyio.CancelScope(deadline=self._renewed_at + self.renew_deadline) as term:
                 await anyio.sleep(self.retry_period)
                 while not await self._try_acquire_or_renew():
-                    if self._holder != self.identity:
+                    if self.holder != self.identity:
                         return  # another holder took over; _observe stopped us
                     await anyio.sleep(self.retry_period)
             if term.cancelled_caught:
@@ -263,7 +258,7 @@ class LeaseElector:
                     self._failed(exc)
                     return False
                 lease = None
-            taken = lease is not None and self._holder not in ("", self.identity)
+            taken = lease is not None and self.holder not in ("", self.identity)
             if taken and not self._expired():
                 return False
             try:
@@ -276,7 +271,7 @@ class LeaseElector:
     async def _write(self, lease: dict[str, Any] | None, *, release: bool = False) -> Any:
         """Create the lease (``lease`` None) or replace it at its resourceVersion."""
         now = micro_time(datetime.now(UTC))
-        spec = dict(lease.get("spec") or {}) if lease is not None else {}
+        spec = dict(_spec(lease))
         ours = spec.get("holderIdentity") == self.identity
         transitions = spec.get("leaseTransitions")
         transitions = transitions if isinstance(transitions, int) else 0
@@ -304,20 +299,17 @@ class LeaseElector:
         if self._released:
             return  # release() is waiting for the lock and clears the holder next
         self._renewed_at = started
-        if self.leadership.in_term:
-            self.leadership.extend(started + self.renew_deadline)
-            return
+        renewed = self.leadership.in_term
         self.leadership.begin_term(started + self.renew_deadline)
-        spec = lease.get("spec") or {}
-        self._log.info("leader.acquired", transitions=spec.get("leaseTransitions"))
+        if not renewed:
+            self._log.info("leader.acquired", transitions=_spec(lease).get("leaseTransitions"))
 
     def _observe(self, lease: Any, *, at: float | None = None) -> None:
         """Remember the lease; restart its expiry clock whenever its record changed."""
         if not isinstance(lease, dict):
             raise ApiError(self._lease_request("get"), 0, "MalformedAnswer", "not a Lease")
         self._lease = lease
-        found = lease.get("spec")
-        spec: dict[str, Any] = found if isinstance(found, dict) else {}
+        spec = _spec(lease)
         record = tuple(spec.get(field) for field in _RECORD_FIELDS)
         if record == self._observed:
             return
@@ -330,8 +322,8 @@ class LeaseElector:
         )
         holder = spec.get("holderIdentity")
         holder = holder if isinstance(holder, str) else ""
-        if holder != self._holder:
-            self._holder = holder
+        if holder != self.holder:
+            self.holder = holder
             if holder != self.identity:
                 self._log.info("leader.observed", holder=holder or None)
         if self.leadership.in_term and holder != self.identity:
@@ -356,8 +348,7 @@ class LeaseElector:
                 for _ in range(3):
                     try:
                         lease = await self._request("get", limit=timeout)
-                        spec = (lease.get("spec") or {}) if isinstance(lease, dict) else {}
-                        if spec.get("holderIdentity") != self.identity:
+                        if _spec(lease).get("holderIdentity") != self.identity:
                             return  # not ours (any more): nothing to give back
                         self._lease = await self._write(lease, release=True)
                     except ApiError as exc:
@@ -390,10 +381,4 @@ class LeaseElector:
         if key in self._logged or exc.refused:
             return
         self._logged.add(key)
-        self._log.warning(
-            "leader.error",
-            verb=exc.request.verb,
-            code=exc.code,
-            reason=exc.reason,
-            message=exc.message or None,
-        )
+        self._log.warning("leader.error", **exc.log_fields)

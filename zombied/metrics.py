@@ -104,7 +104,6 @@ _events_queued = Gauge(
     "Reaped Events waiting to be written (at most 1,000; the rest are dropped).",
 )
 
-# -- computed at scrape time, for the alerts of manifests/components/monitoring ---------
 
 #: Past due by this much a zombie is overdue: a healthy storm never counts.
 OVERDUE_MARGIN: Final = 60.0
@@ -143,13 +142,11 @@ def reference() -> list[tuple[str, str, tuple[str, ...], str]]:
     return rows
 
 
-# -- recording: the only writers of the series above ------------------------------------
-
 queue_depth_changed = _queue_depth.set
 queue_waited = _queue_wait.observe
-zombies_known_changed = _zombies_known.set
+zombies_known = _zombies_known.set
 delete_rate_changed = _delete_rate.set
-events_queued_changed = _events_queued.set
+events_queued = _events_queued.set
 rate_limit_waiting = _delete_rate_limit_waiting.set
 
 

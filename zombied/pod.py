@@ -103,6 +103,9 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
     annotations = _mapping(metadata.get("annotations")) or {}
     keep_value = annotations.get(KEEP_ANNOTATION)
     conditions = _conditions(status.get("conditions"))
+    disruption = conditions.get("DisruptionTarget")
+    if disruption is not None and disruption.get("status") != "True":
+        disruption = None
 
     return PodSnapshot(
         namespace=namespace,
@@ -117,17 +120,14 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
         owner_name=owner_name,
         deleting=metadata.get("deletionTimestamp") is not None,
         keep=isinstance(keep_value, str) and keep_value.strip().lower() == "true",
-        terminated_at=_terminated_at(status, conditions, phase),
-        disruption=_disruption(conditions),
+        terminated_at=_terminated_at(status, disruption, conditions.get("Ready"), phase),
+        disruption=(
+            (_text(disruption.get("reason"), _MAX_REASON) or "unknown")
+            if disruption is not None
+            else ""
+        ),
         labels=_labels(metadata.get("labels"), label_keys) if label_keys else (),
     )
-
-
-def _disruption(conditions: Mapping[str, Mapping[str, object]]) -> str:
-    condition = conditions.get("DisruptionTarget")
-    if condition is None or condition.get("status") != "True":
-        return ""
-    return _text(condition.get("reason"), _MAX_REASON) or "unknown"
 
 
 def _labels(value: object, keys: frozenset[str]) -> tuple[tuple[str, str], ...]:
@@ -206,18 +206,17 @@ def _finished_times(status: Mapping[str, object]) -> Iterator[datetime]:
 
 def _terminated_at(
     status: Mapping[str, object],
-    conditions: Mapping[str, Mapping[str, object]],
+    disruption: Mapping[str, object] | None,
+    ready: Mapping[str, object] | None,
     phase: str,
 ) -> datetime | None:
     latest = max(_finished_times(status), default=None)
     if latest is not None:
         return latest
-    disruption = conditions.get("DisruptionTarget")
-    if disruption is not None and disruption.get("status") == "True":
+    if disruption is not None:
         stamp = parse_time(disruption.get("lastTransitionTime"))
         if stamp is not None:
             return stamp
-    ready = conditions.get("Ready")
     if ready is not None and phase in TERMINAL_PHASES:
         return parse_time(ready.get("lastTransitionTime"))
     return None

@@ -220,10 +220,9 @@ class Reaper:
 
     async def process(self, key: str, cache: PodCache, queue: WorkQueue[str]) -> Outcome | None:
         """Judge the newest snapshot of ``key`` again and delete it if still due."""
-        evaluation = cache.evaluate(key, take=True)
-        if evaluation is None:
-            return None  # deleted or no longer terminal since it was queued
-        judgement = evaluation.judgement
+        judgement = cache.evaluate(key, take=True)
+        if judgement is None:
+            return None  # gone since it was queued, or queued again for its due time
         if judgement.rule is None:
             pod = judgement.pod
             log.info(
@@ -234,8 +233,6 @@ class Reaper:
                 why=judgement.skip,
             )
             return None
-        if not evaluation.due:
-            return None  # queued again for its due time by evaluate
         if not self.leadership.leading:
             queue.add(key)
             return None

@@ -237,9 +237,6 @@ def mismatch(rule: Rule, pod: PodSnapshot) -> str | None:
     return None
 
 
-# -- the judgement ---------------------------------------------------------------------
-
-
 class Decision(StrEnum):
     """What zombied does with a pod now."""
 
@@ -388,7 +385,6 @@ def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
     )
 
 
-# -- building rules from configuration ---------------------------------------------------
 # Every check of what makes a rule valid lives here; the configuration only decodes the
 # shapes and places a `RuleError` at its line in the file or on its flag.
 

@@ -219,10 +219,7 @@ async def _reap(kube: Kube, config: ScanConfig, due: list[Listed]) -> None:
         async def worker() -> None:
             for item in pending:
                 judgement = item.judgement
-                rule = judgement.rule or ""
-                item.outcome = await reaper.delete(
-                    judgement.pod, rule, since=judgement.pod.terminated_at
-                )
+                item.outcome = await reaper.delete(judgement.pod, judgement.rule or "")
 
         async with anyio.create_task_group() as tg:
             for _ in range(max(1, config.max_in_flight)):

@@ -65,14 +65,8 @@ class LabelSelector:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.tokens: list[str] = []
-        pos = 0
-        while pos < len(text):
-            match = _TOKEN.match(text, pos)
-            if match is None:  # only trailing whitespace is left
-                break
-            self.tokens.append(match.group(1))
-            pos = match.end()
+        # Every character but whitespace starts a token, so the matches are contiguous.
+        self.tokens: list[str] = _TOKEN.findall(text)
         self.pos = 0
 
     def peek(self) -> str | None:

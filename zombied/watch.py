@@ -46,9 +46,6 @@ _LINE_TOO_LONG: Final = "LineTooLong"
 _REARM_S: Final = 1.0
 
 
-# -- scopes ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Scope:
     """What one list-watch covers: one namespace, or all of the selection's."""
@@ -85,9 +82,6 @@ def scopes_for(selection: Selection) -> tuple[Scope, ...]:
         return (Scope(None, selection),)
     excluded = selection.exclude_namespaces
     return tuple(Scope(ns, selection) for ns in wanted if ns not in excluded)
-
-
-# -- events ---------------------------------------------------------------------------
 
 
 class EventParseError(ValueError):
@@ -168,15 +162,11 @@ async def list_terminal_pods(
             return snapshots, resource_version
 
 
-# -- the watch loop -------------------------------------------------------------------
-
-
 @dataclass(slots=True)
 class ScopeState:
     """What health and readiness need to know about one scope's watch loop; times are
     monotonic: the last event or (re)connect, the last progress of any kind."""
 
-    label: str
     synced: bool = False
     alive: bool = False
     last_event: float = field(default_factory=time.monotonic)
@@ -211,7 +201,7 @@ class Watcher:
         self.timeout_max = max(timeout_min, timeout_max)
         self.page_size = page_size
         self.inactivity_margin = inactivity_margin
-        self.state = ScopeState(scope.label, watch_timeout=self.timeout_max)
+        self.state = ScopeState(watch_timeout=self.timeout_max)
         self._kube = kube
         self._backoff = backoff if backoff is not None else Backoff()
         self._rng = random.Random()
@@ -262,14 +252,7 @@ class Watcher:
         if exc.kind is Kind.THROTTLED and exc.retry_after is not None:
             delay = exc.retry_after
         if not exc.refused:
-            self._log.warning(
-                "watch.error",
-                verb=exc.request.verb,
-                code=exc.code,
-                reason=exc.reason,
-                message=exc.message[:200],
-                retry_in_s=round(delay, 3),
-            )
+            self._log.warning("watch.error", **exc.log_fields, retry_in_s=round(delay, 3))
         await anyio.sleep(delay)
 
     def _progress(self) -> None:

@@ -25,7 +25,7 @@ from tests.realserver.fixtures import ON_REAL_SERVER
 from tests.realserver.test_rbac_real import OWN_NAMESPACE, Install, assert_rbac_is_enough
 from tests.ship import helm
 from tests.ship.manifests import Obj, container, kubectl, one
-from tests.ship.test_rbac_exact import Variant
+from tests.ship.rbac_cases import Variant
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.subprocess, ON_REAL_SERVER]
 

@@ -34,7 +34,7 @@ from tests.helpers import eventually
 from tests.realserver.cluster import RealCluster
 from tests.realserver.fixtures import ON_REAL_SERVER
 from tests.realserver.workload import create_pod, pod_names
-from tests.ship.test_rbac_exact import REMOVALS, VARIANTS, Removal, Variant, _without
+from tests.ship.rbac_cases import REMOVALS, VARIANTS, Removal, Variant, _without
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.subprocess, ON_REAL_SERVER]
 

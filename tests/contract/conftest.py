@@ -1,11 +1,11 @@
 """The API server under contract: the simulator and a real kube-apiserver, or any cluster.
 
-Every contract test runs twice: against ``kubesim`` and against a real kube-apiserver
-v1.20.2 with etcd (``tests/realserver``); the test id names the server
-(``[kubesim]`` / ``[kube-apiserver-v1.20.2]``). Set ``ZOMBIED_CONTRACT_KUBECONFIG`` to
-run the contract against any other cluster instead (id ``[external]``). Tests that
-need fault injection, compaction or the request log ask for ``sim_only`` and skip on
-a real server.
+Every contract test runs three times: against ``kubesim`` and against the real
+kube-apiservers v1.20.2 and v1.37.2 with etcd (``tests/realserver``); the test id names
+the server (``[kubesim]``, ``[kube-apiserver-v1.20.2]``, ``[kube-apiserver-v1.37.2]``).
+Set ``ZOMBIED_CONTRACT_KUBECONFIG`` to run the contract against any other cluster
+instead (id ``[external]``). Tests that need fault injection, compaction or the request
+log ask for ``sim_only`` and skip on a real server.
 
 Where server versions differ, a test states what holds on all of them.
 """
@@ -27,12 +27,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubesim import Simulator
 from tests.helpers import eventually
-from tests.realserver.cluster import NAME as REAL
-from tests.realserver.fixtures import ON_REAL_SERVER
+from tests.realserver.cluster import RELEASES
+from tests.realserver.fixtures import on_release
 
 ENV = "ZOMBIED_CONTRACT_KUBECONFIG"
 SIM = "kubesim"
 EXTERNAL = "external"
+#: The real servers by the name the test ids give them.
+REAL = {release.name: version for version, release in RELEASES.items()}
 
 
 @dataclass
@@ -51,16 +53,17 @@ def server_params() -> list[Any]:
     """The servers every contract test runs against, as pytest params (id = name)."""
     if os.environ.get(ENV):
         return [pytest.param(EXTERNAL, id=EXTERNAL)]
-    # Every test of the real server runs in one process (under pytest-xdist): one server.
-    return [pytest.param(SIM, id=SIM), pytest.param(REAL, id=REAL, marks=ON_REAL_SERVER)]
+    # The tests of one real server run in one process (under pytest-xdist): one server.
+    real = [pytest.param(name, id=name, marks=on_release(v)) for name, v in REAL.items()]
+    return [pytest.param(SIM, id=SIM), *real]
 
 
 def real_kubeconfig(request: pytest.FixtureRequest) -> Path | None:
     """The kubeconfig of the param's real server; None for the simulator."""
     if request.param == EXTERNAL:
         return Path(os.environ[ENV])
-    if request.param == REAL:
-        cluster = request.getfixturevalue("real_cluster")
+    if request.param in REAL:
+        cluster = request.getfixturevalue("real_servers").get(REAL[request.param])
         kubeconfig: Path = cluster.admin_kubeconfig
         return kubeconfig
     return None

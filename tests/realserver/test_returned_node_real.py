@@ -26,11 +26,10 @@ from tests.daemon.pods import evicted, pod, zombie
 from tests.daemon.test_cli import readyz, zombied_run
 from tests.helpers import eventually
 from tests.realserver.cluster import RealCluster
-from tests.realserver.fixtures import ON_REAL_SERVER
 from tests.realserver.test_zombied_real import ZOMBIED
 from tests.realserver.workload import create_pod, pod_names, zombies
 
-pytestmark = [pytest.mark.subprocess, ON_REAL_SERVER]
+pytestmark = [pytest.mark.subprocess]
 
 TIMEOUT = 60.0
 SHUT_NODE = "spot-shut"

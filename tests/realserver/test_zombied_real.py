@@ -20,7 +20,6 @@ from tests.daemon.pods import pod, zombie
 from tests.daemon.test_cli import readyz, zombied_run
 from tests.helpers import eventually, stop_processes
 from tests.realserver.cluster import RealCluster
-from tests.realserver.fixtures import ON_REAL_SERVER
 from tests.realserver.proxy import WatchGate
 from tests.realserver.workload import (
     bystanders,
@@ -31,7 +30,7 @@ from tests.realserver.workload import (
     zombies,
 )
 
-pytestmark = [pytest.mark.subprocess, ON_REAL_SERVER]
+pytestmark = [pytest.mark.subprocess]
 
 ZOMBIED = str(Path(sys.executable).with_name("zombied"))
 TIMEOUT = 60.0

@@ -70,6 +70,15 @@ download() {
     done
 }
 
+# The binary's --version has the line $1. Read whole first: `grep -q` in a pipe would
+# stop reading at the match, and the binary's next write would fail the pipe.
+expect_version() {
+    local line=$1 binary=$2 printed
+    printed=$("$binary" --version)
+    echo "$printed"
+    grep -qxF "$line" <<<"$printed" || { echo "expected the line: $line"; return 1; }
+}
+
 compile_apiserver() {
     cd "$work/mod/kube-apiserver"
     local pkg=k8s.io/kubernetes minor date ldflags="-s -w" p
@@ -84,13 +93,13 @@ compile_apiserver() {
         ldflags+=" -X $p.buildDate=$date"
     done
     "$GO" build -trimpath -o "$work/out/bin/kube-apiserver" -ldflags "$ldflags" "$pkg/cmd/kube-apiserver"
-    "$work/out/bin/kube-apiserver" --version | grep -qx "Kubernetes $K8S_VERSION"
+    expect_version "Kubernetes $K8S_VERSION" "$work/out/bin/kube-apiserver"
 }
 
 compile_etcd() {
     cd "$work/mod/etcd"
     "$GO" build -trimpath -o "$work/out/bin/etcd" -ldflags "-s -w" go.etcd.io/etcd/server/v3
-    "$work/out/bin/etcd" --version | grep -qx "etcd Version: ${ETCD_VERSION#v}"
+    expect_version "etcd Version: ${ETCD_VERSION#v}" "$work/out/bin/etcd"
 }
 
 install_result() {

@@ -73,7 +73,7 @@ class RealServers:
                 if required():
                     pytest.fail(f"{name} is required ({REQUIRE_ENV}=1) but {reason}", pytrace=False)
                 pytest.skip(f"{name}: {reason}")
-            workdir: Path = self._tmp_path_factory.mktemp(f"real-apiserver-{version}")
+            workdir: Path = self._tmp_path_factory.mktemp(f"{name}-")
             self._running[version] = self._stack.enter_context(running_cluster(workdir, version))
         return self._running[version]
 

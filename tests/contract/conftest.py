@@ -41,7 +41,7 @@ REAL = {release.name: version for version, release in RELEASES.items()}
 class Server:
     kubeconfig: Path
     sim: Simulator | None
-    #: How the test report names it: ``kubesim``, ``kube-apiserver-v1.20.2``, ``external``.
+    #: How the test report names it: ``kubesim``, ``kube-apiserver-v1.37.2``, ``external``.
     name: str = SIM
 
     @property

@@ -1,4 +1,4 @@
-"""A Spot node lost both ways, reaped by ``zombied run`` on a real kube-apiserver v1.20.2.
+"""A Spot node lost both ways, reaped by ``zombied run`` on each real kube-apiserver.
 
 One node shut down gracefully (node-shutdown zombies of every kubelet version); another
 was preempted and came back under the same name, so its kubelet rejected at admission

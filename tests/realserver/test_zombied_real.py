@@ -1,4 +1,4 @@
-"""``zombied run`` and ``zombied scan`` as processes against a real kube-apiserver v1.20.2.
+"""``zombied run`` and ``zombied scan`` as processes against each real kube-apiserver.
 
 Each test has namespaces of its own on the session's one server and scopes zombied to
 them, so tests never see each other's pods. What the server did is read back from it:

@@ -1,8 +1,9 @@
 """``zombied run`` and ``zombied scan`` as processes against each real kube-apiserver.
 
-Each test has namespaces of its own on the session's one server and scopes zombied to
-them, so tests never see each other's pods. What the server did is read back from it:
-the pods that are left, and the audit log (every DELETE with its body and answer).
+Each test has namespaces of its own on the session's server of its release and scopes
+zombied to them, so tests never see each other's pods. What the server did is read back
+from it: the pods that are left, and the audit log (every DELETE with its body and
+answer).
 """
 
 from __future__ import annotations

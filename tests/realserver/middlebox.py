@@ -48,6 +48,7 @@ class Middlebox:
         self.idle = idle
         self.flows: list[_Flow] = []
         self.port = 0
+        self._listener: TLSListener | None = None
         self._tg: anyio.abc.TaskGroup | None = None
 
     @property
@@ -69,10 +70,10 @@ class Middlebox:
         context.load_cert_chain(self.certificate.cert, self.certificate.key)
         tcp = await anyio.create_tcp_listener(local_host="127.0.0.1")
         self.port = tcp.extra(anyio.abc.SocketAttribute.local_port)
-        listener = TLSListener(tcp, context, standard_compatible=False)
+        self._listener = TLSListener(tcp, context, standard_compatible=False)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(listener.serve, self._handle)
+        self._tg.start_soon(self._listener.serve, self._handle)
         return self
 
     async def __aexit__(
@@ -82,14 +83,24 @@ class Middlebox:
         tb: TracebackType | None,
     ) -> bool | None:
         assert self._tg is not None
+        assert self._listener is not None
         self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+        try:
+            return await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            # Serving never closes the listening socket: its owner does.
+            await self._listener.aclose()
 
     async def _handle(self, client: TLSStream) -> None:
         flow = _Flow()
         self.flows.append(flow)
+        # The client's stream is ours once accepted: closed also when the upstream
+        # cannot be reached.
+        async with client:
+            await self._forward(client, flow)
+
+    async def _forward(self, client: TLSStream, flow: _Flow) -> None:
         async with (
-            client,
             await anyio.connect_tcp(
                 self._host,
                 self._port,

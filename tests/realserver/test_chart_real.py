@@ -21,13 +21,12 @@ import pytest
 import yaml
 
 from tests.realserver.cluster import RealCluster
-from tests.realserver.fixtures import ON_REAL_SERVER
 from tests.realserver.test_rbac_real import OWN_NAMESPACE, Install, assert_rbac_is_enough
 from tests.ship import helm
 from tests.ship.manifests import Obj, container, kubectl, one
 from tests.ship.rbac_cases import Variant
 
-pytestmark = [pytest.mark.kubectl, pytest.mark.subprocess, ON_REAL_SERVER]
+pytestmark = [pytest.mark.kubectl, pytest.mark.subprocess]
 
 
 def _helm(cluster: RealCluster, *args: str) -> str:

@@ -20,11 +20,10 @@ from tests.daemon.pods import zombie
 from tests.daemon.test_cli import readyz, zombied_run
 from tests.helpers import eventually
 from tests.realserver.cluster import ADMIN, RealCluster
-from tests.realserver.fixtures import ON_REAL_SERVER
 from tests.realserver.middlebox import Middlebox
 from tests.realserver.workload import create_pods, pod_names
 
-pytestmark = [pytest.mark.subprocess, ON_REAL_SERVER]
+pytestmark = [pytest.mark.subprocess]
 
 #: How long the middlebox remembers a connection that carries nothing.
 IDLE = 20.0

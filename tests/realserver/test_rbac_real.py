@@ -32,11 +32,10 @@ from tests.daemon.pods import zombie
 from tests.daemon.test_cli import Running
 from tests.helpers import eventually
 from tests.realserver.cluster import RealCluster
-from tests.realserver.fixtures import ON_REAL_SERVER
 from tests.realserver.workload import create_pod, pod_names
 from tests.ship.rbac_cases import REMOVALS, VARIANTS, Removal, Variant, _without
 
-pytestmark = [pytest.mark.kubectl, pytest.mark.subprocess, ON_REAL_SERVER]
+pytestmark = [pytest.mark.kubectl, pytest.mark.subprocess]
 
 ZOMBIED = str(Path(sys.executable).with_name("zombied"))
 OWN_NAMESPACE = "zombied"

@@ -1,8 +1,9 @@
-"""``zombied run`` and ``zombied scan`` as processes against a real kube-apiserver v1.20.2.
+"""``zombied run`` and ``zombied scan`` as processes against each real kube-apiserver.
 
-Each test has namespaces of its own on the session's one server and scopes zombied to
-them, so tests never see each other's pods. What the server did is read back from it:
-the pods that are left, and the audit log (every DELETE with its body and answer).
+Each test has namespaces of its own on the session's server of its release and scopes
+zombied to them, so tests never see each other's pods. What the server did is read back
+from it: the pods that are left, and the audit log (every DELETE with its body and
+answer).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from tests.daemon.pods import pod, zombie
 from tests.daemon.test_cli import readyz, zombied_run
 from tests.helpers import eventually, stop_processes
 from tests.realserver.cluster import RealCluster
-from tests.realserver.fixtures import ON_REAL_SERVER
 from tests.realserver.proxy import WatchGate
 from tests.realserver.workload import (
     bystanders,
@@ -31,7 +31,7 @@ from tests.realserver.workload import (
     zombies,
 )
 
-pytestmark = [pytest.mark.subprocess, ON_REAL_SERVER]
+pytestmark = [pytest.mark.subprocess]
 
 ZOMBIED = str(Path(sys.executable).with_name("zombied"))
 TIMEOUT = 60.0

@@ -622,8 +622,14 @@ class ApiServer:
             at_rv, start = decode_continue(opts.token)
             if at_rv < self.store.oldest_resource_version:
                 raise continue_expired(self.store, start)
+        elif opts.rv == 0 and opts.match != "Exact":
+            # Served from the watch cache, which does not paginate: every item, no continue.
+            opts = replace(opts, limit=0)
         elif opts.rv is not None:
             if opts.match == "Exact":
+                if opts.rv > self.store.resource_version and not self.version.exact_list_waits:
+                    # 1.20 reads an Exact list from etcd and passes its refusal on.
+                    raise internal_error("etcdserver: mvcc: required revision is a future revision")
                 at_rv = opts.rv
             elif opts.rv > self.store.resource_version:
                 raise too_large_rv(opts.rv, self.store.resource_version)
@@ -678,7 +684,9 @@ class ApiServer:
     ) -> web.StreamResponse:
         rt = target.rt
         opts = _list_options(request.query, rt.name, self.version, watch=True)
-        if opts.rv is not None:
+        # A resourceVersion beyond the present is no error for a watch: the watch cache
+        # waits for it to come, silent until then (on every release).
+        if opts.rv is not None and opts.rv <= self.store.resource_version:
             self.store.check_watch_start(opts.rv)
         if target.name:
             raise method_not_allowed()

@@ -215,7 +215,7 @@ def too_large_rv(requested: int, current: int) -> ApiError:
     return ApiError(
         504,
         "Timeout",
-        f"Too large resource version: {requested}, current: {current}",
+        f"Timeout: Too large resource version: {requested}, current: {current}",
         {
             "causes": [
                 {

@@ -33,6 +33,9 @@ class Version:
     #: is an unknown parameter, ignored, and any ``resourceVersionMatch`` on a watch
     #: is refused with 422.
     watch_list: bool
+    #: An Exact LIST beyond the present waits for the version like any other list and
+    #: answers 504; 1.20 reads it from etcd, which refuses a future revision (500).
+    exact_list_waits: bool
     #: Pod field labels this version refuses in ``fieldSelector`` (400) that newer ones accept.
     unsupported_pod_fields: frozenset[str]
 
@@ -58,6 +61,7 @@ V1_20 = Version(
     bad_list_rv_status=500,
     undecodable_delete_status=500,
     watch_list=False,
+    exact_list_waits=False,
     unsupported_pod_fields=frozenset({"spec.hostNetwork"}),
 )
 
@@ -67,6 +71,7 @@ CURRENT = Version(
     bad_list_rv_status=400,
     undecodable_delete_status=400,
     watch_list=True,
+    exact_list_waits=True,
     unsupported_pod_fields=frozenset(),
 )
 

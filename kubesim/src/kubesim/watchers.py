@@ -170,6 +170,7 @@ class WatchStream:
         # A watch without a resourceVersion is served from etcd on 1.20 and gets no
         # bookmarks there: the harder case for a client, so none here either.
         from_cache = req.resource_version != "" or req.send_initial_events is not None
+        start = int(req.resource_version) if req.resource_version.isdigit() else 0
         interval = self._bookmark_interval if req.bookmarks and from_cache else None
         next_bookmark = anyio.current_time() + interval if interval else None
         while True:
@@ -182,6 +183,8 @@ class WatchStream:
                 size = 0
                 while sub.pending and size < BATCH_BYTES:
                     change = sub.pending.popleft()
+                    if change.rv <= start:  # a watch from beyond the present, not there yet
+                        continue
                     type_ = change.event_type(selector)
                     if type_ is not None:
                         line = change.line(type_)

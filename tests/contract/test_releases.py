@@ -120,10 +120,7 @@ async def test_send_initial_events_without_not_older_than_is_ignored_or_refused(
 
 
 async def test_a_list_beyond_the_present_is_a_timeout_to_retry(
-    server: Server,
-    api: ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
+    server: Server, api: ApiClient, core: client.CoreV1Api, namespace: str
 ) -> None:
     future = str(await current_rv(core, namespace) + 1_000_000)
     path = f"/api/v1/namespaces/{namespace}/pods"
@@ -145,10 +142,7 @@ async def test_a_list_beyond_the_present_is_a_timeout_to_retry(
 
 
 async def test_a_watch_beyond_the_present_is_accepted_and_silent(
-    server: Server,
-    api: ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
+    api: ApiClient, core: client.CoreV1Api, namespace: str
 ) -> None:
     # The watch cache waits for the version to come: no error, no event, on both.
     future = str(await current_rv(core, namespace) + 1_000_000)
@@ -211,6 +205,7 @@ async def test_version_names_the_release(server: Server, api: ApiClient) -> None
     code, body = await raw(api, "GET", "/version")
     assert code == 200, body
     version = json.loads(body)
+    assert version["gitVersion"] in by_version(server, v1_20="v1.20.2", current="v1.37.2")
     major, minor = version["major"], version["minor"].rstrip("+")
     assert major == "1"
     assert minor.isdigit()

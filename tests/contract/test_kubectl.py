@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -20,10 +19,15 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from kubesim import Simulator
-from tests.contract.conftest import SIMS, Server, make_pod, real_kubeconfig, server_params
+from tests.contract.conftest import (
+    Server,
+    fresh_namespace,
+    make_pod,
+    real_kubeconfig,
+    server_params,
+    serving,
+)
 
 # One simulator (and event loop) for the whole module: each kubectl run is a
 # process start plus discovery, so a fresh server per test would double the cost.
@@ -75,13 +79,8 @@ def server_kubeconfig(request: pytest.FixtureRequest) -> tuple[str, Path | None]
 async def server(
     server_kubeconfig: tuple[str, Path | None], tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Server]:
-    name, kubeconfig = server_kubeconfig
-    if kubeconfig is not None:
-        yield Server(kubeconfig, None, name)
-        return
-    async with Simulator(bookmark_interval=0.2, tls=True, imitate=SIMS[name]) as sim:
-        kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("sim") / "kubeconfig")
-        yield Server(kubeconfig, sim, name)
+    async with serving(*server_kubeconfig, tmp_path_factory.mktemp("sim")) as served:
+        yield served
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -92,14 +91,8 @@ async def api(server: Server) -> AsyncIterator[ApiClient]:
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
-    name = "zc-" + secrets.token_hex(4)
-    await core.create_namespace({"metadata": {"name": name}})
-    yield name
-    try:
-        await core.delete_namespace(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+    async with fresh_namespace(core) as name:
+        yield name
 
 
 async def kubectl(server: Server, binary: Path, cache: Path, *args: str) -> str:
@@ -134,6 +127,19 @@ def cache(tmp_path_factory: pytest.TempPathFactory, kubectl_bin: Path) -> Path:
     return path
 
 
+Kubectl = Callable[..., Awaitable[str]]
+
+
+@pytest.fixture
+def ctl(server: Server, kubectl_bin: Path, cache: Path) -> Kubectl:
+    """Run the param's kubectl release against the param's server; its stdout."""
+
+    async def run(*args: str) -> str:
+        return await kubectl(server, kubectl_bin, cache, *args)
+
+    return run
+
+
 POD = """\
 apiVersion: v1
 kind: Pod
@@ -149,61 +155,37 @@ spec:
 """
 
 
-async def test_get_pods(
-    server: Server, kubectl_bin: Path, cache: Path, core: client.CoreV1Api, namespace: str
-) -> None:
+async def test_get_pods(ctl: Kubectl, core: client.CoreV1Api, namespace: str) -> None:
     await make_pod(core, namespace, "alpha")
     await make_pod(core, namespace, "beta", phase="Failed")
-    table = await kubectl(server, kubectl_bin, cache, "get", "pods", "-n", namespace)
-    lines = table.splitlines()
+    lines = (await ctl("get", "pods", "-n", namespace)).splitlines()
     assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
     assert sorted(line.split()[0] for line in lines[1:]) == ["alpha", "beta"]
-    everywhere = await kubectl(server, kubectl_bin, cache, "get", "pods", "-A")
+    everywhere = await ctl("get", "pods", "-A")
     assert any(line.split()[:2] == [namespace, "beta"] for line in everywhere.splitlines())
-    names = await kubectl(
-        server,
-        kubectl_bin,
-        cache,
-        "get",
-        "pods",
-        "-n",
-        namespace,
-        "--field-selector=status.phase==Failed",
-        "-o",
-        "name",
-    )
+    failed = "--field-selector=status.phase==Failed"
+    names = await ctl("get", "pods", "-n", namespace, failed, "-o", "name")
     assert names.split() == ["pod/beta"]
-    data = json.loads(
-        await kubectl(server, kubectl_bin, cache, "get", "pods", "-n", namespace, "-o", "json")
-    )
+    data = json.loads(await ctl("get", "pods", "-n", namespace, "-o", "json"))
     assert sorted(p["metadata"]["name"] for p in data["items"]) == ["alpha", "beta"]
 
 
 async def test_apply_creates_then_patches(
-    server: Server,
-    kubectl_bin: Path,
-    cache: Path,
-    tmp_path: Path,
-    core: client.CoreV1Api,
-    namespace: str,
+    ctl: Kubectl, tmp_path: Path, core: client.CoreV1Api, namespace: str
 ) -> None:
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(POD.format(namespace=namespace, app="one"))
-    out = await kubectl(server, kubectl_bin, cache, "apply", "-f", str(manifest))
-    assert "pod/applied created" in out
+    assert "pod/applied created" in await ctl("apply", "-f", str(manifest))
     manifest.write_text(POD.format(namespace=namespace, app="two"))
-    out = await kubectl(server, kubectl_bin, cache, "apply", "-f", str(manifest))
-    assert "pod/applied configured" in out
+    assert "pod/applied configured" in await ctl("apply", "-f", str(manifest))
     pod = await core.read_namespaced_pod("applied", namespace)
     assert pod.metadata.labels == {"app": "two"}
     assert pod.spec.containers[0].name == "main"
 
 
 async def test_delete_waits_until_gone(
-    server: Server, kubectl_bin: Path, cache: Path, core: client.CoreV1Api, namespace: str
+    ctl: Kubectl, core: client.CoreV1Api, namespace: str
 ) -> None:
     await make_pod(core, namespace, "doomed", phase="Failed")
-    out = await kubectl(server, kubectl_bin, cache, "delete", "-n", namespace, "pod/doomed")
-    assert 'pod "doomed" deleted' in out
-    names = await kubectl(server, kubectl_bin, cache, "get", "pods", "-n", namespace, "-o", "name")
-    assert names.strip() == ""
+    assert 'pod "doomed" deleted' in await ctl("delete", "-n", namespace, "pod/doomed")
+    assert (await ctl("get", "pods", "-n", namespace, "-o", "name")).strip() == ""

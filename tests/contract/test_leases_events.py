@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.contract.conftest import make_pod, status_of
+from tests.contract.conftest import make_pod, refused
 
 
 def lease_body(name: str, holder: str) -> dict[str, object]:
@@ -46,10 +44,7 @@ async def test_lease_update_with_stale_version_is_a_conflict(
     theirs.spec.holder_identity = "them"
     await coordination.replace_namespaced_lease("l", namespace, theirs)
     mine.spec.holder_identity = "me"
-    with pytest.raises(ApiException) as info:
-        await coordination.replace_namespaced_lease("l", namespace, mine)
-    assert info.value.status == 409
-    status = status_of(info.value)
+    status = await refused(coordination.replace_namespaced_lease("l", namespace, mine), 409)
     assert status["reason"] == "Conflict"
     assert status["message"] == (
         'Operation cannot be fulfilled on leases.coordination.k8s.io "l": the object has been '
@@ -61,10 +56,8 @@ async def test_lease_update_with_stale_version_is_a_conflict(
 async def test_missing_lease_is_not_found(
     coordination: client.CoordinationV1Api, namespace: str
 ) -> None:
-    with pytest.raises(ApiException) as info:
-        await coordination.read_namespaced_lease("none", namespace)
-    assert info.value.status == 404
-    assert status_of(info.value)["message"] == 'leases.coordination.k8s.io "none" not found'
+    status = await refused(coordination.read_namespaced_lease("none", namespace), 404)
+    assert status["message"] == 'leases.coordination.k8s.io "none" not found'
 
 
 async def test_lease_delete_answers_a_success_status(
@@ -116,12 +109,10 @@ async def test_lease_precondition_conflict_names_the_kind_and_group(
 ) -> None:
     await coordination.create_namespaced_lease(namespace, lease_body("l", "a"))
     wrong = "00000000-0000-4000-8000-000000000000"
-    with pytest.raises(ApiException) as info:
-        await coordination.delete_namespaced_lease(
-            "l", namespace, body={"preconditions": {"uid": wrong}}
-        )
-    assert info.value.status == 409
-    status = status_of(info.value)
+    request = coordination.delete_namespaced_lease(
+        "l", namespace, body={"preconditions": {"uid": wrong}}
+    )
+    status = await refused(request, 409)
     assert status["message"].startswith(
         'Operation cannot be fulfilled on Lease.coordination.k8s.io "l": '
     )

@@ -237,83 +237,73 @@ class TestValues:
         )
 
 
+#: Every option of ``run`` once, one flag (and its value) a line.
+EVERY_FLAG = """
+--kubeconfig=/k
+--context prod
+--namespaces a, b,a,,c
+--exclude-namespaces kube-system
+-l app=web
+--rules failed=1h,node-shutdown
+--min-age 1m
+--exclude-owner-kinds Job,DaemonSet
+--qps 2.5
+--burst 3
+--max-in-flight 8
+--dry-run=server
+--listen 127.0.0.1:0
+--drain-timeout 5s
+--log-format JSON
+--log-level warn
+--leader-elect
+--lease-name zombied-prod
+--lease-namespace ops
+--lease-duration 30s
+--renew-deadline 20s
+--retry-period 4s
+--watch-timeout 2m
+"""
+
+
+def everything(**changes: Any) -> RunConfig:
+    """The configuration that EVERY_FLAG (or the same options in a file) gives."""
+    return replace(
+        run(),
+        kubeconfig="/k",
+        context="prod",
+        namespaces=("a", "b", "c"),
+        exclude_namespaces=("kube-system",),
+        label_selector="app=web",
+        rules=RuleSet(
+            (Rule("failed", 3600.0), Rule("node-shutdown", 60.0)),
+            frozenset({"Job", "DaemonSet"}),
+            Selection(("a", "b", "c"), ("kube-system",), "app=web"),
+        ),
+        qps=2.5,
+        burst=3,
+        max_in_flight=8,
+        dry_run=DryRun.SERVER,
+        listen_host="127.0.0.1",
+        listen_port=0,
+        drain_timeout=5.0,
+        log_format="json",
+        log_level="warning",
+        leader_elect=True,
+        lease_name="zombied-prod",
+        lease_namespace="ops",
+        lease_duration=30.0,
+        renew_deadline=20.0,
+        retry_period=4.0,
+        watch_timeout_min=120.0,
+        watch_timeout_max=240.0,
+        **changes,
+    )
+
+
 class TestFlags:
     def test_everything(self) -> None:
-        config = run(
-            "--kubeconfig=/k",
-            "--context",
-            "prod",
-            "--namespaces",
-            "a, b,a,,c",
-            "--exclude-namespaces",
-            "kube-system",
-            "-l",
-            "app=web",
-            "--rules",
-            "failed=1h,node-shutdown",
-            "--min-age",
-            "1m",
-            "--exclude-owner-kinds",
-            "Job,DaemonSet",
-            "--qps",
-            "2.5",
-            "--burst",
-            "3",
-            "--max-in-flight",
-            "8",
-            "--dry-run=server",
-            "--listen",
-            "127.0.0.1:0",
-            "--drain-timeout",
-            "5s",
-            "--log-format",
-            "JSON",
-            "--log-level",
-            "warn",
-            "--leader-elect",
-            "--lease-name",
-            "zombied-prod",
-            "--lease-namespace",
-            "ops",
-            "--lease-duration",
-            "30s",
-            "--renew-deadline",
-            "20s",
-            "--retry-period",
-            "4s",
-            "--watch-timeout",
-            "2m",
-        )
-        assert config == replace(
-            run(),
-            kubeconfig="/k",
-            context="prod",
-            namespaces=("a", "b", "c"),
-            exclude_namespaces=("kube-system",),
-            label_selector="app=web",
-            rules=RuleSet(
-                (Rule("failed", 3600.0), Rule("node-shutdown", 60.0)),
-                frozenset({"Job", "DaemonSet"}),
-                Selection(("a", "b", "c"), ("kube-system",), "app=web"),
-            ),
-            qps=2.5,
-            burst=3,
-            max_in_flight=8,
-            dry_run=DryRun.SERVER,
-            listen_host="127.0.0.1",
-            listen_port=0,
-            drain_timeout=5.0,
-            log_format="json",
-            log_level="warning",
-            leader_elect=True,
-            lease_name="zombied-prod",
-            lease_namespace="ops",
-            lease_duration=30.0,
-            renew_deadline=20.0,
-            retry_period=4.0,
-            watch_timeout_min=120.0,
-            watch_timeout_max=240.0,
-        )
+        argv = [part for line in EVERY_FLAG.splitlines() if line for part in line.split(" ", 1)]
+        assert run(*argv) == everything()
 
     @pytest.mark.parametrize(
         ("argv", "field", "expected"),
@@ -590,31 +580,32 @@ class TestFile:
 # a comment
 kubeconfig: /k
 context: prod
-namespaces: [a, b]
+namespaces: [a, b, c]
 excludeNamespaces: kube-system
 labelSelector: app=web
 rules:
+  - name: failed
+    minAge: 1h
   - name: node-shutdown
-    minAge: 45s
-  - name: evicted
-minAge: 10m
+minAge: 1m
 excludeOwnerKinds:
   - Job
-qps: 2
+  - DaemonSet
+qps: 2.5
 burst: 3
-maxInFlight: 5
+maxInFlight: 8
 dryRun: server
-listen: 127.0.0.1:9000
-drainTimeout: 7
+listen: 127.0.0.1:0
+drainTimeout: 5
 logFormat: json
-logLevel: debug
+logLevel: warn
 leaderElect: true
-leaseName: z
+leaseName: zombied-prod
 leaseNamespace: ops
-leaseDuration: 20s
-renewDeadline: 12s
-retryPeriod: 1s
-watchTimeout: 1m
+leaseDuration: 30s
+renewDeadline: 20s
+retryPeriod: 4s
+watchTimeout: 2m
 output: json
 noHeaders: true
 waiting: true
@@ -623,37 +614,7 @@ delete: true
 
     def test_every_option(self, tmp_path: Path) -> None:
         path = write(tmp_path, self.EVERYTHING)
-        assert run("--config", path) == replace(
-            run(),
-            config_file=path,
-            kubeconfig="/k",
-            context="prod",
-            namespaces=("a", "b"),
-            exclude_namespaces=("kube-system",),
-            label_selector="app=web",
-            rules=RuleSet(
-                (Rule("node-shutdown", 45.0), Rule("evicted", 600.0)),
-                frozenset({"Job"}),
-                Selection(("a", "b"), ("kube-system",), "app=web"),
-            ),
-            qps=2.0,
-            burst=3,
-            max_in_flight=5,
-            dry_run=DryRun.SERVER,
-            listen_host="127.0.0.1",
-            listen_port=9000,
-            drain_timeout=7.0,
-            log_format="json",
-            log_level="debug",
-            leader_elect=True,
-            lease_name="z",
-            lease_namespace="ops",
-            lease_duration=20.0,
-            renew_deadline=12.0,
-            retry_period=1.0,
-            watch_timeout_min=60.0,
-            watch_timeout_max=120.0,
-        )
+        assert run("--config", path) == everything(config_file=path)
         scanned = scan("--config", path)
         assert (scanned.output, scanned.no_headers, scanned.waiting, scanned.delete) == (
             "json",

@@ -56,12 +56,7 @@ def _params() -> list[object]:
         return [
             pytest.param(None, id="none", marks=pytest.mark.skip(reason="kubectl is not on PATH"))
         ]
-    return [
-        pytest.param(
-            path, id=path.name.removeprefix("kubectl.") if path.name != "kubectl" else "kubectl"
-        )
-        for path in binaries
-    ]
+    return [pytest.param(path, id=path.name.removeprefix("kubectl.")) for path in binaries]
 
 
 @pytest.fixture(params=_params())
@@ -96,13 +91,8 @@ async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
 
 
 async def kubectl(server: Server, binary: Path, cache: Path, *args: str) -> str:
-    cmd = [
-        str(binary),
-        f"--kubeconfig={server.kubeconfig}",
-        f"--cache-dir={cache}",
-        "--request-timeout=20s",
-        *args,
-    ]
+    options = [f"--kubeconfig={server.kubeconfig}", f"--cache-dir={cache}", "--request-timeout=20s"]
+    cmd = [str(binary), *options, *args]
     mark = len(server.sim.requests) if server.sim else 0
     with anyio.fail_after(60):
         result = await anyio.run_process(cmd, check=False)

@@ -187,13 +187,10 @@ async def make_pod(
 
 
 async def set_phase(
-    core: client.CoreV1Api, namespace: str, name: str, phase: str, reason: str | None = None
+    core: client.CoreV1Api, namespace: str, name: str, phase: str
 ) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": phase}
-    if reason:
-        status["reason"] = reason
     resp = await core.patch_namespaced_pod_status(
-        name, namespace, {"status": status}, _preload_content=False
+        name, namespace, {"status": {"phase": phase}}, _preload_content=False
     )
     return await checked(resp)
 

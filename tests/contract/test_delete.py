@@ -104,32 +104,23 @@ async def test_deleting_a_replaced_pod_by_old_uid_leaves_the_replacement(
 
 # DeleteOptions come from the body alone whenever a body is sent; the query is read only
 # when the body is empty. A client that mixes the two loses its query options silently.
+DELETE_OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions"}
 
 
 async def test_dry_run_in_the_query_beside_a_body_deletes_for_real(
     core: client.CoreV1Api, namespace: str
 ) -> None:
-    pod = await make_pod(core, namespace, "mixed", phase="Failed")
-    body = {
-        "apiVersion": "v1",
-        "kind": "DeleteOptions",
-        "preconditions": {"uid": pod["metadata"]["uid"]},
-    }
+    uid = (await make_pod(core, namespace, "mixed", phase="Failed"))["metadata"]["uid"]
+    body = {**DELETE_OPTIONS, "preconditions": {"uid": uid}}
     await delete_raw(core, namespace, "mixed", body=body, dry_run="All")
     assert not await exists(core, namespace, "mixed")
 
 
 async def test_dry_run_in_the_body_deletes_nothing(core: client.CoreV1Api, namespace: str) -> None:
     pod = await make_pod(core, namespace, "in-body", phase="Failed")
-    body = {
-        "apiVersion": "v1",
-        "kind": "DeleteOptions",
-        "dryRun": ["All"],
-        "preconditions": {
-            "uid": pod["metadata"]["uid"],
-            "resourceVersion": pod["metadata"]["resourceVersion"],
-        },
-    }
+    meta = pod["metadata"]
+    preconditions = {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}
+    body = {**DELETE_OPTIONS, "dryRun": ["All"], "preconditions": preconditions}
     answer = await delete_raw(core, namespace, "in-body", body=body)
     assert answer["metadata"]["uid"] == pod["metadata"]["uid"]
     # Answered as deleted, yet nothing changed.

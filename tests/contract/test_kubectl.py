@@ -97,11 +97,8 @@ async def kubectl(server: Server, binary: Path, cache: Path, *args: str) -> str:
     with anyio.fail_after(60):
         result = await anyio.run_process(cmd, check=False)
     if result.returncode != 0:
-        asked = ""
-        if server.sim is not None:
-            asked = "\n".join(
-                f"  {r.status} {r.verb} {r.path}?{r.query}" for r in server.sim.requests[mark:]
-            )
+        requests = server.sim.requests[mark:] if server.sim else []
+        asked = "\n".join(f"  {r.status} {r.verb} {r.path}?{r.query}" for r in requests)
         pytest.fail(
             f"{binary.name} {' '.join(args)} failed ({result.returncode}):\n"
             f"{result.stderr.decode()}\nrequests:\n{asked}"

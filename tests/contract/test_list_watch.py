@@ -117,12 +117,9 @@ async def test_bookmarks_when_sent_carry_only_a_resource_version(
     await make_pod(core, namespace, "p")
     rv = (await list_raw(core, namespace))["metadata"]["resourceVersion"]
     with anyio.fail_after(15):
+        bookmarks = ("allowWatchBookmarks", "true")
         events = await watch_pods(
-            api,
-            namespace,
-            ("resourceVersion", rv),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", "2"),
+            api, namespace, ("resourceVersion", rv), bookmarks, ("timeoutSeconds", "2")
         )
     assert {e["type"] for e in events} <= {"BOOKMARK"}
     for event in events:

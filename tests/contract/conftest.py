@@ -146,12 +146,14 @@ async def fresh_namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
     """A new namespace, deleted afterwards."""
     name = "zc-" + secrets.token_hex(4)
     await core.create_namespace({"metadata": {"name": name}})
-    yield name
     try:
-        await core.delete_namespace(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+        yield name
+    finally:
+        try:
+            await core.delete_namespace(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
 
 @pytest.fixture

@@ -62,16 +62,11 @@ async def test_lease_delete_answers_a_success_status(
 
 
 async def test_events_create_and_list(core: client.CoreV1Api, namespace: str) -> None:
-    pod = await make_pod(core, namespace, "p")
+    uid = (await make_pod(core, namespace, "p"))["metadata"]["uid"]
+    involved = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": "p", "uid": uid}
     event = {
         "metadata": {"generateName": "p."},
-        "involvedObject": {
-            "kind": "Pod",
-            "namespace": namespace,
-            "name": "p",
-            "uid": pod["metadata"]["uid"],
-            "apiVersion": "v1",
-        },
+        "involvedObject": involved,
         "reason": "Reaped",
         "message": "deleted",
         "type": "Normal",

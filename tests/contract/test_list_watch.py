@@ -15,6 +15,7 @@ from tests.contract.conftest import (
     Server,
     by_version,
     checked,
+    fresh_namespace,
     make_pod,
     raw,
     refused,
@@ -252,26 +253,21 @@ async def test_limit_and_continue_page_through_everything_once(
 
 async def test_list_all_namespaces(core: client.CoreV1Api, namespace: str) -> None:
     await make_pod(core, namespace, "everywhere")
-    resp = await core.list_pod_for_all_namespaces(
-        field_selector=f"metadata.namespace={namespace}", _preload_content=False
+    listed = await core.list_pod_for_all_namespaces(
+        field_selector=f"metadata.namespace={namespace}"
     )
-    data = json.loads(await resp.read())
-    assert [p["metadata"]["name"] for p in data["items"]] == ["everywhere"]
+    assert [p.metadata.name for p in listed.items] == ["everywhere"]
 
 
 async def test_watch_sees_pods_in_its_namespace_only(
     api: ApiClient, core: client.CoreV1Api, namespace: str
 ) -> None:
-    other = namespace + "-b"
-    await core.create_namespace({"metadata": {"name": other}})
-    try:
-        rv = (await list_raw(core, namespace))["metadata"]["resourceVersion"]
+    rv = (await list_raw(core, namespace))["metadata"]["resourceVersion"]
+    async with fresh_namespace(core) as other:
         await make_pod(core, other, "elsewhere")
         await make_pod(core, namespace, "here")
         events = await watch_pods(api, namespace, ("resourceVersion", rv), ("timeoutSeconds", "1"))
-        assert names(events) == [("ADDED", "here")]
-    finally:
-        await core.delete_namespace(other)
+    assert names(events) == [("ADDED", "here")]
 
 
 @pytest.mark.parametrize(

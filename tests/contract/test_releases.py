@@ -54,6 +54,7 @@ STREAMING = [
     ("resourceVersionMatch", "NotOlderThan"),
     ("timeoutSeconds", "2"),
 ]
+BOOKMARKED = [*STREAMING, ("allowWatchBookmarks", "true")]
 
 
 async def test_a_streaming_list_is_refused_or_ends_its_initial_events_with_a_bookmark(
@@ -61,7 +62,7 @@ async def test_a_streaming_list_is_refused_or_ends_its_initial_events_with_a_boo
 ) -> None:
     pods = [await make_pod(core, namespace, name) for name in ("a", "b")]
     path = f"/api/v1/namespaces/{namespace}/pods"
-    code, body = await raw(api, "GET", path, query=[*STREAMING, ("allowWatchBookmarks", "true")])
+    code, body = await raw(api, "GET", path, query=BOOKMARKED)
     assert code in by_version(server, v1_20=422, current=200), body
     if code == 422:
         invalid(body, "ListOptions", "resourceVersionMatch")
@@ -83,9 +84,7 @@ async def test_a_streaming_list_without_bookmarks_is_answered_as_one_with_them(
     # The end of the initial events is a bookmark, yet v1.37.2 serves the stream without
     # allowWatchBookmarks too (without that bookmark); 1.20 refuses both alike.
     path = f"/api/v1/namespaces/{namespace}/pods"
-    with_bookmarks, _ = await raw(
-        api, "GET", path, query=[*STREAMING, ("allowWatchBookmarks", "true")]
-    )
+    with_bookmarks, _ = await raw(api, "GET", path, query=BOOKMARKED)
     without, body = await raw(api, "GET", path, query=STREAMING)
     assert without == with_bookmarks, body
     if without == 200:
@@ -105,9 +104,8 @@ async def test_send_initial_events_without_not_older_than_is_ignored_or_refused(
     if code == 422:
         invalid(body, "ListOptions", "resourceVersionMatch")
     else:
-        assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines(body)] == [
-            ("ADDED", "a")
-        ]
+        events = [(e["type"], e["object"]["metadata"]["name"]) for e in lines(body)]
+        assert events == [("ADDED", "a")]
     code, body = await raw(api, "GET", path, query=[("sendInitialEvents", "true")])
     assert code in by_version(server, v1_20=200, current=422), body
     if code == 422:

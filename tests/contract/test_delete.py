@@ -174,24 +174,19 @@ async def _watch_from(api: ApiClient, namespace: str, rv: str, until: int) -> li
 async def test_a_pod_deleted_at_once_is_modified_then_deleted(
     api: ApiClient, core: client.CoreV1Api, namespace: str, phase: str | None
 ) -> None:
-    pod = await make_pod(core, namespace, "p", phase=phase)
-    rv = pod["metadata"]["resourceVersion"]
-    answer = await delete_raw(
-        core, namespace, "p", body={"preconditions": {"uid": pod["metadata"]["uid"]}}
-    )
+    meta = (await make_pod(core, namespace, "p", phase=phase))["metadata"]
+    answer = await delete_raw(core, namespace, "p", body={"preconditions": {"uid": meta["uid"]}})
     assert answer["kind"] == "Pod"
-    assert answer["metadata"]["uid"] == pod["metadata"]["uid"]
-    modified, deleted = await _watch_from(api, namespace, rv, until=2)
+    assert answer["metadata"]["uid"] == meta["uid"]
+    modified, deleted = await _watch_from(api, namespace, meta["resourceVersion"], until=2)
     assert (modified["type"], deleted["type"]) == ("MODIFIED", "DELETED")
-    marked = modified["object"]["metadata"]
+    marked, removed = modified["object"]["metadata"], deleted["object"]["metadata"]
     assert marked["deletionTimestamp"]
     assert marked["deletionGracePeriodSeconds"] == 0
-    assert int(deleted["object"]["metadata"]["resourceVersion"]) > int(marked["resourceVersion"])
-    assert deleted["object"]["metadata"]["deletionTimestamp"] == marked["deletionTimestamp"]
-    assert answer["metadata"]["resourceVersion"] in (
-        marked["resourceVersion"],
-        deleted["object"]["metadata"]["resourceVersion"],
-    )
+    assert int(removed["resourceVersion"]) > int(marked["resourceVersion"])
+    assert removed["deletionTimestamp"] == marked["deletionTimestamp"]
+    versions = (marked["resourceVersion"], removed["resourceVersion"])
+    assert answer["metadata"]["resourceVersion"] in versions
     assert answer["metadata"]["deletionTimestamp"] == marked["deletionTimestamp"]
     assert answer["metadata"]["deletionGracePeriodSeconds"] == 0
     assert not await exists(core, namespace, "p")

@@ -53,9 +53,8 @@ def kubectl_binaries() -> list[Path]:
 def _params() -> list[object]:
     binaries = kubectl_binaries()
     if not binaries:
-        return [
-            pytest.param(None, id="none", marks=pytest.mark.skip(reason="kubectl is not on PATH"))
-        ]
+        skip = pytest.mark.skip(reason="kubectl is not on PATH")
+        return [pytest.param(None, id="none", marks=skip)]
     return [pytest.param(path, id=path.name.removeprefix("kubectl.")) for path in binaries]
 
 

@@ -75,9 +75,8 @@ class TestDefaults:
         config = run()
         assert config.command == "run"
         assert config.namespaces == ()
-        assert config.rules == RuleSet(
-            (Rule("node-shutdown", 30.0), Rule("admission-rejected", 300.0))
-        )
+        builtins = (Rule("node-shutdown", 30.0), Rule("admission-rejected", 300.0))
+        assert config.rules == RuleSet(builtins)
         assert config.rules == RuleSet()  # one default, whichever way it is asked
         assert config.dry_run is DryRun.OFF
         assert (config.listen_host, config.listen_port) == ("0.0.0.0", 8080)
@@ -441,10 +440,7 @@ class TestFlagErrors:
             (("--leader-elect",), "--leader-elect: unknown option for 'zombied scan'"),
             (("-n", "Team"), "--namespace: must be a valid namespace name, got 'Team'"),
             (("-n",), "--namespace: expected one argument"),
-            (
-                ("-A", "-n", "x"),
-                "--all-namespaces: cannot be combined with --namespace (-n)",
-            ),
+            (("-A", "-n", "x"), "--all-namespaces: cannot be combined with --namespace (-n)"),
         ],
     )
     def test_scan(self, argv: tuple[str, ...], message: str) -> None:

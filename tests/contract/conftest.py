@@ -197,6 +197,21 @@ async def set_phase(
     return await checked(resp)
 
 
+async def request(
+    api: ApiClient, method: str, path: str, query: list[tuple[str, str]], **kw: Any
+) -> Any:
+    """One request through the client's transport and auth; the answer, unread."""
+    return await api.call_api(
+        path,
+        method,
+        query_params=query,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+        **kw,
+    )
+
+
 async def raw(
     api: ApiClient,
     method: str,
@@ -205,23 +220,11 @@ async def raw(
     query: list[tuple[str, str]] | None = None,
     body: Any = None,
     content_type: str | None = None,
-    headers: dict[str, str] | None = None,
 ) -> tuple[int, bytes]:
-    """One request through the client's transport and auth; (status, body), never raises."""
-    header_params = dict(headers or {})
-    if content_type:
-        header_params["Content-Type"] = content_type
+    """One request's (status, body); never raises."""
+    headers = {"Content-Type": content_type} if content_type else {}
     try:
-        resp = await api.call_api(
-            path,
-            method,
-            query_params=query or [],
-            header_params=header_params,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _return_http_data_only=True,
-        )
+        resp = await request(api, method, path, query or [], header_params=headers, body=body)
         return resp.status, await resp.read()
     except ApiException as exc:
         data = exc.body if isinstance(exc.body, bytes) else (exc.body or "").encode()
@@ -266,14 +269,7 @@ async def watch_lines(
     api: ApiClient, path: str, query: list[tuple[str, str]], *, until: int | None = None
 ) -> list[dict[str, Any]]:
     """Watch events of one stream (until it ends, or ``until`` events were read)."""
-    resp = await api.call_api(
-        path,
-        "GET",
-        query_params=query,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-    )
+    resp = await request(api, "GET", path, query)
     events: list[dict[str, Any]] = []
     try:
         async for line in resp.content:

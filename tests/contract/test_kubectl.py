@@ -60,8 +60,7 @@ def _params() -> list[object]:
 
 @pytest.fixture(params=_params())
 def kubectl_bin(request: pytest.FixtureRequest) -> Path:
-    path: Path = request.param
-    return path
+    return Path(request.param)
 
 
 @pytest.fixture(scope="module", params=server_params())

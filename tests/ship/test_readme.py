@@ -150,6 +150,18 @@ def test_every_environment_variable_mentioned_exists(path: Path) -> None:
     assert mentioned <= known, sorted(mentioned - known)
 
 
+#: zombied's log events, by the prefixes they take (``pod.reaped``, ``api.forbidden``...).
+_EVENT = r"(?:api|daemon|event|http|leader|pod|watch)\.[a-z_]+"
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=_id)
+def test_every_log_event_mentioned_is_one_zombied_logs(path: Path) -> None:
+    code = "\n".join(p.read_text("utf-8") for p in (ROOT / "zombied").glob("*.py"))
+    logged = set(re.findall(rf'"({_EVENT})"', code))
+    mentioned = set(re.findall(rf"`({_EVENT})`", path.read_text("utf-8")))
+    assert mentioned <= logged, f"{_id(path)} names events zombied never logs"
+
+
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_id)
 def test_every_zombied_command_line_shown_parses(path: Path) -> None:
     for block in _code_blocks(path.read_text("utf-8"), "sh"):

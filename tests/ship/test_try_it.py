@@ -23,6 +23,7 @@ from bench.demo import MIN_AGE_S, run_demo
 from tests.helpers import free_port
 
 from .manifests import ROOT
+from .markdown import code_blocks
 
 README = ROOT / "README.md"
 SECTION = "## Try it in a minute"
@@ -32,28 +33,13 @@ MARK = "@@ transcript"
 pytestmark = [pytest.mark.subprocess, pytest.mark.kubectl]
 
 
-def _fenced(text: str) -> list[tuple[str, list[str]]]:
-    """The fenced blocks of markdown ``text``: (language, lines)."""
-    blocks: list[tuple[str, list[str]]] = []
-    for line in text.splitlines():
-        if line.startswith("```"):
-            if blocks and blocks[-1][0].startswith("open:"):
-                blocks[-1] = (blocks[-1][0].removeprefix("open:"), blocks[-1][1])
-            else:
-                blocks.append(("open:" + line[3:].strip(), []))
-        elif blocks and blocks[-1][0].startswith("open:"):
-            blocks[-1][1].append(line)
-    return blocks
-
-
 def _try_it() -> tuple[str, list[tuple[str, list[str]]]]:
     """The section's setup commands, and each transcript command with its shown output."""
     section = README.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
-    blocks = _fenced(section)
-    setup = "\n".join(next(lines for language, lines in blocks if language == "sh"))
+    setup = code_blocks(section, "sh")[0]
     transcript: list[tuple[str, list[str]]] = []
-    for language, lines in blocks:
-        for line in lines if language == "" else ():
+    for block in code_blocks(section, ""):
+        for line in block.splitlines():
             if line.startswith("$ "):
                 transcript.append((line[2:], []))
             else:

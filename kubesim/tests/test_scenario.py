@@ -249,13 +249,13 @@ async def test_the_simulator_recreates_a_deleted_statefulset_pod(sim: Simulator)
 
 
 @pytest.mark.parametrize(
-    ("node", "options", "message"),
-    [("node-0", {"variant": "nope"}, "variant"), ("node-9", {}, "no node 'node-9'")],
+    ("node", "options", "at_fault"),
+    [("node-0", {"variant": "nope"}, "nope"), ("node-9", {}, "node-9")],
 )
 def test_preempt_validates_first(
-    store: Store, cluster: Cluster, node: str, options: dict[str, Any], message: str
+    store: Store, cluster: Cluster, node: str, options: dict[str, Any], at_fault: str
 ) -> None:
     cluster.build()
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=at_fault):
         cluster.preempt(node, **options)
     assert {p["status"]["phase"] for p in store.list("pods")} == {"Running"}

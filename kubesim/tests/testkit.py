@@ -20,7 +20,7 @@ def pod(name: str, namespace: str = "ns", phase: str | None = None) -> dict[str,
 
 async def eventually(
     predicate: Callable[[], object],
-    timeout: float = 10.0,  # noqa: ASYNC109 - bounding the wait is the helper's job
+    timeout: float = 10.0,  # noqa: ASYNC109 - bounding the wait is this function's job
     message: str = "",
 ) -> None:
     """Wait until ``predicate()`` (sync or async) is truthy; fail after ``timeout`` s."""

@@ -114,7 +114,6 @@ def _flavour(version: str, runtime: Path) -> KubeletFlavour:
 class _Proc:
     name: str
     popen: subprocess.Popen[bytes]
-    log: IO[bytes]
 
 
 @dataclass
@@ -171,6 +170,7 @@ class Node:
         self.boots += 1
         self.booted_at = datetime.now(UTC)
         self._prepare()
+        log = self._log("init")
         self._init = subprocess.Popen(
             [
                 "unshare",
@@ -185,11 +185,12 @@ class Node:
                 str(self.directory / "init.sh"),
             ],
             stdin=subprocess.DEVNULL,
-            stdout=self._log("init"),
+            stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl only
         )
+        log.close()  # the child has its own copy
         self._wait((self.directory / "run" / "ready").exists, "its namespaces")
         self._spawn(
             "dbus",
@@ -244,7 +245,6 @@ class Node:
             except subprocess.TimeoutExpired:
                 proc.popen.kill()
                 proc.popen.wait()
-            proc.log.close()
         self._procs.clear()
 
     def stop(self) -> None:
@@ -359,6 +359,9 @@ class Node:
             "shutdownGracePeriod": f"{self.shutdown_grace_s}s",
             "shutdownGracePeriodCriticalPods": f"{self.shutdown_grace_critical_s}s",
             "evictionHard": self.eviction_hard,
+            # An emptyDir over its sizeLimit is seen at the next volume stats, 1m apart
+            # by default: the scenarios should not wait a minute for it.
+            "volumeStatsAggPeriod": "5s",
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
             "systemReserved": self.system_reserved or None,
@@ -415,8 +418,8 @@ class Node:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         assert self._init is not None
-        log = self._log(name)
         env = {**os.environ, "PYTHONPATH": str(REPO), "DBUS_SYSTEM_BUS_ADDRESS": self.bus_address}
+        log = self._log(name)
         popen = subprocess.Popen(
             ["nsenter", f"--target={self._namespace_pid()}", "--pid", "--mount", "--net", *args],
             stdin=subprocess.DEVNULL,
@@ -427,7 +430,8 @@ class Node:
             start_new_session=True,
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl only
         )
-        self._procs.append(_Proc(name, popen, log))
+        log.close()  # the child has its own copy
+        self._procs.append(_Proc(name, popen))
 
     def _namespace_pid(self) -> int:
         """The host PID of the namespace's first process (unshare's only child)."""

@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,9 +37,9 @@ from tests.nodes.recorder import PodRecorder
 from tests.realserver.cluster import ClusterError
 
 ZOMBIED_USER = "zombied"
-#: The min ages zombied runs with here: long enough for ``scan`` and ``explain`` to see
-#: every zombie of a phase before it is due, shorter than admission-rejected's 5 minutes.
-MIN_AGE_S = 25
+#: The min age zombied runs with here, for both rules (defaults: 30 s and 5 minutes):
+#: long enough for ``scan`` and ``explain`` to see each zombie before it is due.
+MIN_AGE_S = 20
 RULES = f"node-shutdown={MIN_AGE_S}s,admission-rejected={MIN_AGE_S}s"
 #: Every pod of the story runs in this namespace; zombied watches only it.
 NAMESPACE = "spot-story"
@@ -65,8 +66,17 @@ RETURN_ROLES = {
     "cpu-second": "pod that no longer fits when the node returns with less CPU",
     "selector": "pod whose node selector the returned node no longer matches",
     "pressure": "pod evicted under node disk pressure",
+    "lost-job": "Job pod running when its node lost power",
 }
 ROLES = {**SHUTDOWN_ROLES, **RETURN_ROLES}
+#: The parts of the story, in order, in words.
+PHASES = {
+    "shutdown": "graceful node shutdown",
+    "return": "node back after its shutdown",
+    "lost": "node lost without a shutdown, back with less CPU",
+    "relabel": "node lost, its Node object deleted, back with other labels",
+    "pressure": "node under disk pressure",
+}
 
 
 @dataclass
@@ -85,7 +95,9 @@ class Story:
     recorder: PodRecorder
     #: Each phase and the monotonic time it began.
     phases: dict[str, float] = field(default_factory=dict)
-    #: Monotonic time when the kubelet of the spot node released its shutdown lock.
+    #: When the spot node was told to shut down, and how long until its kubelet released
+    #: its shutdown lock.
+    announced_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     released_after_s: float = 0.0
     #: uid → role (see `ROLES`).
     roles: dict[str, str] = field(default_factory=dict)
@@ -104,6 +116,11 @@ class Story:
     def monotonic(self, moment: datetime) -> float:
         mono, wall = self.clock
         return mono + (moment - wall).total_seconds()
+
+    def phase_at(self, moment: float) -> str:
+        """The part of the story going on at monotonic time ``moment``."""
+        started = [name for name, at in self.phases.items() if at <= moment]
+        return started[-1] if started else next(iter(PHASES))
 
     # ------------------------------------------------------------------ reading
 
@@ -125,10 +142,11 @@ def tell(cluster: NodeCluster, workdir: Path) -> Story:
     with PodRecorder(cluster, NAMESPACE) as recorder, _zombied(cluster, workdir) as zombied:
         story = Story(cluster, workdir, recorder)
         _wait(lambda: zombied_ready(story), "zombied to be ready")
-        _shutdown(story)
-        _return_with_less_cpu(story)
-        _return_relabelled(story)
-        _disk_pressure(story)
+        with _Viewer(story):
+            _shutdown(story)
+            _return_with_less_cpu(story)
+            _return_relabelled(story)
+            _disk_pressure(story)
         zombied.send_signal(signal.SIGTERM)
         story.zombied_exit = zombied.wait(60)
     return story
@@ -224,11 +242,14 @@ def _reboot(story: Story, node_name: str) -> None:
     _wait(lambda: _resynced(story, node_name, bound), f"{node_name}'s kubelet to sync its pods")
 
 
-def _name_roles(story: Story, pods: list[dict[str, Any]], roles: dict[str, str]) -> None:
+def _name_roles(
+    story: Story, pods: list[dict[str, Any]], roles: dict[str, str] | None = None
+) -> None:
+    """Give each pod without a role the role its app label or name maps to in ``roles``
+    (by default, the role of that name)."""
     for pod in pods:
         app = pod["metadata"].get("labels", {}).get("app", "")
-        name = pod["metadata"]["name"]
-        role = app if app in roles else name if name in roles else None
+        role = (roles or {}).get(app) or (app if app in ROLES and roles is None else None)
         if role is not None:
             story.roles.setdefault(pod["metadata"]["uid"], role)
 
@@ -269,11 +290,12 @@ def _shutdown(story: Story) -> None:
         )
 
     _wait(ready, "workloads running on the spot node")
-    _name_roles(story, _on(story, SPOT), SHUTDOWN_ROLES)
+    _name_roles(story, _on(story, SPOT))
 
     node = story.cluster.nodes[SPOT]
     node.announce_shutdown()
     announced = time.monotonic()
+    story.announced_at = datetime.now(UTC)
     # A pod bound while the kubelet ends the others, as a scheduler (or a DaemonSet)
     # does before it sees the node go.
     _wait(
@@ -283,10 +305,9 @@ def _shutdown(story: Story) -> None:
         ),
         "the kubelet to end the first pod",
     )
-    _name_roles(story, [_post(story, w.pod("late", w.pod_spec(w.GRACEFUL, node=SPOT)))], ROLES)
+    _name_roles(story, [_post(story, w.pod("late", w.pod_spec(w.GRACEFUL, node=SPOT)))])
     node.power_off()
     story.released_after_s = time.monotonic() - announced
-    _views(story)
     _wait_reaped(story)
 
 
@@ -299,7 +320,7 @@ def _return_with_less_cpu(story: Story) -> None:
         spec = w.pod_spec(w.GRACEFUL, pool="spot")
         if name.startswith("cpu"):
             spec["containers"][0]["resources"] = {"requests": {"cpu": "700m"}}
-        _name_roles(story, [_post(story, w.pod(name, spec))], ROLES)
+        _name_roles(story, [_post(story, w.pod(name, spec))])
         # Admitted in creation order when the node returns: one at a time.
         _wait(
             lambda name=name: any(
@@ -307,10 +328,14 @@ def _return_with_less_cpu(story: Story) -> None:
             ),
             f"{name} running",
         )
+    _name_roles(
+        story,
+        [p for p in _on(story, SPOT) if _phase(p) == "Running"],
+        {"batch": "lost-job"},
+    )
     node.kill()
     node.system_reserved = {"cpu": "1"}
     _reboot(story, SPOT)
-    _views(story)
     _wait_reaped(story)
 
 
@@ -324,7 +349,6 @@ def _return_relabelled(story: Story) -> None:
     node.system_reserved = {}
     node.labels = {w.POOL: "spot-2"}
     _reboot(story, SPOT)
-    _views(story)
     _wait_reaped(story)
 
 
@@ -340,7 +364,7 @@ def _disk_pressure(story: Story) -> None:
     filler = w.pod_spec(
         ["sh", "-c", "dd if=/dev/zero of=/fill bs=1M count=600; sleep 3600"], node=SPOT
     )
-    _name_roles(story, [_post(story, w.pod("pressure", filler))], ROLES)
+    _name_roles(story, [_post(story, w.pod("pressure", filler))])
     _wait(
         lambda: any(
             p["metadata"]["name"] == "pressure" and _phase(p) == "Failed"
@@ -348,40 +372,72 @@ def _disk_pressure(story: Story) -> None:
         ),
         "the kubelet to evict the pod",
     )
-    _views(story)
     node.kill()
 
 
-def _views(story: Story) -> None:
-    """What ``scan`` and ``explain`` say of every terminal pod now, before any is due."""
-    kubeconfig = str(story.cluster.kubeconfig(ZOMBIED_USER))
-    base = [sys.executable, "-m", "zombied"]
-    common = [f"--kubeconfig={kubeconfig}", f"--namespaces={NAMESPACE}", f"--rules={RULES}"]
-    terminal = [
-        p["metadata"]["name"]
-        for p in story.recorder.latest()
-        if _phase(p) in ("Succeeded", "Failed") and p["metadata"]["name"] not in story.views
-    ]
-    scan = subprocess.Popen(
-        [*base, "scan", *common, f"--namespace={NAMESPACE}", "--waiting", "-o", "json"],
-        stdout=subprocess.PIPE,
-    )
-    explains = {
-        name: subprocess.Popen(
-            [*base, "explain", *common, f"{NAMESPACE}/{name}", "-o", "json"],
+class _Viewer:
+    """Asks ``scan`` and ``explain`` about each pod as soon as it turns terminal, while
+    it waits for its min age: in a thread of its own, for the whole story."""
+
+    def __init__(self, story: Story) -> None:
+        self.story = story
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> None:
+        self.thread.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        if self.error is not None:
+            raise ClusterError(f"scan or explain failed: {self.error}") from self.error
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.3):
+            try:
+                self.view()
+            except Exception as exc:
+                self.error = exc
+                return
+
+    def view(self) -> None:
+        story = self.story
+        kubeconfig = str(story.cluster.kubeconfig(ZOMBIED_USER))
+        base = [sys.executable, "-m", "zombied"]
+        common = [f"--kubeconfig={kubeconfig}", f"--namespaces={NAMESPACE}", f"--rules={RULES}"]
+        terminal = [
+            p["metadata"]["name"]
+            for p in story.recorder.latest()
+            if _phase(p) in TERMINAL and p["metadata"]["name"] not in story.views
+        ]
+        if not terminal:
+            return
+        scan = subprocess.Popen(
+            [*base, "scan", *common, f"--namespace={NAMESPACE}", "--waiting", "-o", "json"],
             stdout=subprocess.PIPE,
         )
-        for name in terminal
-    }
-    listed = {item["pod"]["name"]: item["rule"] for item in json.loads(scan.communicate()[0])}
-    for name, process in explains.items():
-        out = process.communicate()[0]
-        explained = json.loads(out) if process.returncode == 0 and out else {}
-        story.views[name] = View(listed.get(name), explained.get("rule"), explained.get("skip"))
+        explains = {
+            name: subprocess.Popen(
+                [*base, "explain", *common, f"{NAMESPACE}/{name}", "-o", "json"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for name in terminal
+        }
+        listed = {item["pod"]["name"]: item["rule"] for item in json.loads(scan.communicate()[0])}
+        for name, process in explains.items():
+            out, err = process.communicate()
+            if process.returncode != 0:
+                raise ClusterError(f"explain {name}: {err.decode()}")
+            explained = json.loads(out)
+            story.views[name] = View(listed.get(name), explained.get("rule"), explained.get("skip"))
 
 
 def _wait_reaped(story: Story) -> None:
-    """Until zombied has deleted every pod it will: none left that a rule selects."""
+    """Until zombied has deleted every pod it will: none left that a rule selects. The
+    next phase's reboot would have the kubelet write its terminal pods again."""
     rules = RuleSet((Rule("node-shutdown", MIN_AGE_S), Rule("admission-rejected", MIN_AGE_S)))
     now = datetime.now(UTC)
 

@@ -38,17 +38,16 @@ def translate(args: Sequence[str]) -> list[str]:
     `ValueError` when it asks to delete."""
     from zombied.config import given_options  # noqa: PLC0415 - zombied.cli's lazy imports
 
+    args = list(args)
     if "--version" in args or "-V" in args or args[:1] == ["version"]:
         return ["version"]
-    command, rest = (
-        (args[0], list(args[1:])) if args[:1] in (["scan"], ["explain"]) else ("scan", list(args))
-    )
+    command = args.pop(0) if args[:1] in (["scan"], ["explain"]) else "scan"
     if command == "explain":
-        return ["explain", *rest]
-    if "delete" in given_options("scan", rest):
+        return ["explain", *args]
+    if "delete" in given_options("scan", args):
         raise ValueError(_READ_ONLY)
     # Read only, whatever ZOMBIED_DELETE says: the flag wins over the environment.
-    return ["scan", *rest, "--delete=false"]
+    return ["scan", "--delete=false", *args]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

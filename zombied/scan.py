@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -245,7 +246,8 @@ async def _reap(kube: Kube, config: ScanConfig, due: list[Listed]) -> int | None
                     scope.cancel()
 
         async with anyio.create_task_group() as outer:
-            outer.start_soon(stop_on_signal, outer.cancel_scope)
+            if threading.current_thread() is threading.main_thread():  # where signals arrive
+                outer.start_soon(stop_on_signal, outer.cancel_scope)
             async with anyio.create_task_group() as tg:
                 for _ in range(max(1, config.max_in_flight)):
                     tg.start_soon(worker)

@@ -4,12 +4,15 @@ rules, rules of one's own, and the vetoes."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
+from zombied.cache import PodCache
 from zombied.pod import KEEP_ANNOTATION, PodSnapshot, parse_pod
+from zombied.queue import WorkQueue
 from zombied.rules import (
     NODE_SHUTDOWN_REASONS,
     Decision,
@@ -544,3 +547,16 @@ class TestDecidedOnce:
         else:
             with pytest.raises(ValueError, match=kind):
                 check_kind(kind)
+
+
+def test_the_daemon_logs_a_keep_value_it_does_not_understand_once() -> None:
+    cache = PodCache(RuleSet(), WorkQueue())
+    unclear = snapshot(reason="Terminated", keep_value="yes", keep_via="label")
+    with capture_logs() as logs:
+        cache.upsert(unclear)
+        cache.upsert(replace(unclear, resource_version="2"))  # the same value: said once
+        cache.upsert(snapshot(namespace="ns", name="q", uid="v", keep_value="true"))
+    said = [entry for entry in logs if entry["event"] == "pod.keep_not_understood"]
+    assert [(entry["pod"], entry["value"], entry["via"]) for entry in said] == [
+        ("p", "yes", "label")
+    ]

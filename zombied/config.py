@@ -16,7 +16,6 @@ import dataclasses
 import difflib
 import functools
 import math
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from pydantic.alias_generators import to_camel
 
 from zombied.duration import format_duration, parse_duration
 from zombied.errors import ConfigError, Source
+from zombied.kubectl import context_namespace
 from zombied.rules import (
     DEFAULT_MIN_AGE,
     DEFAULT_RULES,
@@ -52,8 +52,6 @@ COMMANDS: Final = {
     "explain": "explain rule by rule whether and when zombied would delete one pod",
 }
 ENV_PREFIX: Final = "ZOMBIED_"
-#: The pod's own namespace, where kubectl reads it when it runs in a pod.
-SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class DryRun(StrEnum):
@@ -409,12 +407,9 @@ _EXPLAIN_OUTPUTS: Final = ("table", "json", "yaml", "name")
 
 #: What a flag of another command means here, for the error naming it.
 _ELSEWHERE: Final = {
-    ("run", "-n"): "the namespaces run watches are --namespaces NS,...",
-    ("run", "--namespace"): "the namespaces run watches are --namespaces NS,...",
-    ("run", "-A"): "run watches every namespace unless --namespaces names some",
-    ("run", "--all-namespaces"): "run watches every namespace unless --namespaces names some",
-    ("explain", "-A"): "explain reads one pod: POD -n NS, or NS/POD",
-    ("explain", "--all-namespaces"): "explain reads one pod: POD -n NS, or NS/POD",
+    ("run", "namespace"): "the namespaces run watches are --namespaces NS,...",
+    ("run", "all_namespaces"): "run watches every namespace unless --namespaces names some",
+    ("explain", "all_namespaces"): "explain reads one pod: POD -n NS, or NS/POD",
 }
 
 
@@ -493,7 +488,8 @@ def _read_argv(command: str, argv: Sequence[str]) -> tuple[dict[str, Any], str |
     for arg in others:
         if arg.startswith("-") and arg not in ("-", "--"):
             spelling = arg.partition("=")[0] if arg.startswith("--") else arg[:2]
-            hint = _ELSEWHERE.get((command, spelling))
+            name = next((o.name for o in OPTIONS if spelling in o.spellings()), "")
+            hint = _ELSEWHERE.get((command, name))
             raise ConfigError(
                 f"unknown option for '{prog}' (see '{prog} --help')"
                 + (f"; {hint}" if hint else ""),
@@ -613,46 +609,6 @@ def _target(text: str | None, given: str | None, namespace: str) -> tuple[str, s
             f"zombied explain: must be POD or NAMESPACE/POD, like team-a/web-0, got {text!r}"
         )
     return named, name
-
-
-def context_namespace(
-    kubeconfig: str | None, context: str | None, environ: Mapping[str, str]
-) -> str:
-    """The namespace kubectl works in: in a pod (without --kubeconfig and --context, as
-    zombied connects then) the pod's own; else the context's (by default the current one)
-    in the kubeconfig files, merged as kubectl merges them; else ``default``."""
-    if kubeconfig is None and context is None and "KUBERNETES_SERVICE_HOST" in environ:
-        try:
-            return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"
-        except OSError:
-            pass
-    listed = kubeconfig or environ.get("KUBECONFIG", "")
-    home = [str(Path(environ["HOME"]) / ".kube" / "config")] if "HOME" in environ else []
-    docs = (
-        [_kubeconfig(path) for path in listed.split(os.pathsep) if path]
-        if listed
-        else [_kubeconfig(path) for path in home]
-    )
-    context = context or next(
-        (str(d["current-context"]) for d in docs if d.get("current-context")), None
-    )
-    for entry in (entry for doc in docs for entry in doc.get("contexts") or ()):
-        if isinstance(entry, dict) and entry.get("name") == context:
-            settings = entry.get("context")
-            return (
-                str(settings.get("namespace") or "default")
-                if isinstance(settings, dict)
-                else "default"
-            )
-    return "default"
-
-
-def _kubeconfig(path: str) -> dict[str, Any]:
-    try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
-        return {}  # zombied reports a broken kubeconfig when it connects, in its own words
-    return loaded if isinstance(loaded, dict) else {}
 
 
 # -- the YAML file ---------------------------------------------------------------------

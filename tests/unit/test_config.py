@@ -18,11 +18,11 @@ from zombied.config import (
     RunConfig,
     ScanConfig,
     build_parser,
-    context_namespace,
     load_config,
     parse_label_selector,
 )
 from zombied.duration import format_duration, parse_duration
+from zombied.kubectl import context_namespace
 from zombied.errors import ConfigError, Source
 from zombied.rules import Rule, RuleSet, Selection
 

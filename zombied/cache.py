@@ -106,9 +106,8 @@ class PodCache:
             return
         old = self._entries.get(key)
         same_pod = old is not None and old.snapshot.uid == snapshot.uid
-        if snapshot.keep_unclear and not (
-            same_pod and old and old.snapshot.keep_value == snapshot.keep_value
-        ):
+        said = old.snapshot.keep_value if old is not None and same_pod else None
+        if snapshot.keep_unclear and snapshot.keep_value != said:  # once per pod and value
             log.warning(
                 "pod.keep_not_understood",
                 namespace=snapshot.namespace,

@@ -17,7 +17,17 @@ from typing import Final
 KEEP_ANNOTATION: Final = "zombied.io/keep"
 #: The values of `KEEP_ANNOTATION` zombied understands, in any case.
 KEEP_VALUES: Final = ("true", "false")
+#: Set by the kubelet on the API's copy of a static pod: the kubelet owns that object.
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 TERMINAL_PHASES: Final = frozenset({"Failed", "Succeeded"})
+#: What a pod's `PodSnapshot.terminated_at` was read from, most precise first.
+FINISHED_AT: Final = "container finishedAt"
+DISRUPTION_TIME: Final = "DisruptionTarget condition"
+READY_TIME: Final = "Ready condition"
+#: The kubelet's last status write (its ``managedFields`` entry, to the second): the
+#: only time on a pod that a kubelet rejected at admission, or that a 1.20 kubelet
+#: ended for a node shutdown, since those carry no conditions and no container states.
+KUBELET_WRITE: Final = "kubelet status write"
 
 # Caps on what a hostile server can make us hold per pod; real objects are far below.
 _MAX_NAME: Final = 253
@@ -55,10 +65,16 @@ class PodSnapshot:
     #: The value of the keep annotation, else of a label with its key; None without both.
     keep_value: str | None = None
     keep_via: str = ""  # "annotation" or "label"
+    #: A mirror pod: the API's copy of a static pod, which its kubelet owns.
+    mirror: bool = False
     terminated_at: datetime | None = None
-    #: The reason of a ``DisruptionTarget=True`` condition: evidence only, older kubelets
-    #: never write it.
+    #: Where ``terminated_at`` comes from (`FINISHED_AT`...); empty when it is None.
+    terminated_source: str = ""
+    #: The reason of a ``DisruptionTarget=True`` condition; kubelets before 1.26 never
+    #: write one.
     disruption: str = ""
+    #: That condition's message: the kubelet says there why it ended the pod.
+    disruption_message: str = ""
     #: Only the labels the label selector asks about.
     labels: tuple[tuple[str, str], ...] = ()
 
@@ -122,6 +138,9 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
     disruption = conditions.get("DisruptionTarget")
     if disruption is not None and disruption.get("status") != "True":
         disruption = None
+    terminated_at, terminated_source = _terminated_at(
+        status, disruption, conditions.get("Ready"), phase, metadata.get("managedFields")
+    )
 
     return PodSnapshot(
         namespace=namespace,
@@ -137,11 +156,16 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
         deleting=metadata.get("deletionTimestamp") is not None,
         keep_value=keep_value,
         keep_via=keep_via,
-        terminated_at=_terminated_at(status, disruption, conditions.get("Ready"), phase),
+        mirror=MIRROR_ANNOTATION in (_mapping(metadata.get("annotations")) or {}),
+        terminated_at=terminated_at,
+        terminated_source=terminated_source,
         disruption=(
             (_text(disruption.get("reason"), _MAX_REASON) or "unknown")
             if disruption is not None
             else ""
+        ),
+        disruption_message=(
+            _text(disruption.get("message"), _MAX_MESSAGE) if disruption is not None else ""
         ),
         labels=_labels(metadata.get("labels"), label_keys) if label_keys else (),
     )
@@ -231,19 +255,42 @@ def _finished_times(status: Mapping[str, object]) -> Iterator[datetime]:
                     yield finished
 
 
+def _kubelet_writes(managed_fields: object) -> Iterator[datetime]:
+    if not isinstance(managed_fields, list):
+        return
+    for entry in managed_fields:
+        # Since 1.22 the entry names the status subresource; before, only the manager.
+        if (
+            isinstance(entry, Mapping)
+            and entry.get("manager") == "kubelet"
+            and entry.get("subresource", "status") == "status"
+        ):
+            stamp = parse_time(entry.get("time"))
+            if stamp is not None:
+                yield stamp
+
+
 def _terminated_at(
     status: Mapping[str, object],
     disruption: Mapping[str, object] | None,
     ready: Mapping[str, object] | None,
     phase: str,
-) -> datetime | None:
+    managed_fields: object,
+) -> tuple[datetime | None, str]:
     latest = max(_finished_times(status), default=None)
     if latest is not None:
-        return latest
+        return latest, FINISHED_AT
     if disruption is not None:
         stamp = parse_time(disruption.get("lastTransitionTime"))
         if stamp is not None:
-            return stamp
-    if ready is not None and phase in TERMINAL_PHASES:
-        return parse_time(ready.get("lastTransitionTime"))
-    return None
+            return stamp, DISRUPTION_TIME
+    if phase not in TERMINAL_PHASES:
+        return None, ""
+    if ready is not None:
+        stamp = parse_time(ready.get("lastTransitionTime"))
+        if stamp is not None:
+            return stamp, READY_TIME
+    # The last write is at or after the one that made the pod terminal: a later write
+    # only makes the pod due later, never sooner.
+    written = max(_kubelet_writes(managed_fields), default=None)
+    return (written, KUBELET_WRITE) if written is not None else (None, "")

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Final
 
-from zombied.pod import KEEP_ANNOTATION, TERMINAL_PHASES, PodSnapshot
+from zombied.pod import KEEP_ANNOTATION, MIRROR_ANNOTATION, TERMINAL_PHASES, PodSnapshot
 from zombied.selector import LabelSelector
 
 DEFAULT_MIN_AGE: Final = 30.0
@@ -31,6 +31,14 @@ PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 # Reasons the kubelet's graceful node shutdown writes, across versions 1.20 to now.
 NODE_SHUTDOWN_REASONS: Final = frozenset({"Shutdown", "NodeShutdown", "Terminated"})
+# Since 1.26 the kubelet also says so in a DisruptionTarget condition (reason
+# TerminationByKubelet), and a pod whose containers exited 0 on SIGTERM carries only
+# that: phase Succeeded, no reason, no message. The same condition reason marks the
+# kubelet's evictions, so the message tells a shutdown from an eviction.
+TERMINATION_BY_KUBELET: Final = "TerminationByKubelet"
+NODE_SHUTDOWN_MESSAGE: Final = re.compile(
+    r"\APod was terminated in response to imminent node shutdown"
+)
 
 # Reasons the kubelet's admission writes when a node returns under the same name and
 # rejects the pods still bound to it (1.20 to now); `OutOf<resource>` is a family.
@@ -53,6 +61,7 @@ _ADMISSION_MESSAGE: Final = re.compile(
 SKIP_NOT_TERMINAL: Final = "not-terminal"
 SKIP_DELETING: Final = "deleting"
 SKIP_KEEP: Final = "keep-annotation"
+SKIP_MIRROR: Final = "mirror-pod"
 SKIP_OWNER_EXCLUDED: Final = "owner-excluded"
 SKIP_NO_RULE: Final = "no-rule"
 SKIP_OUT_OF_SCOPE: Final = "out-of-scope"
@@ -68,6 +77,9 @@ class Pattern:
     reason_pattern: re.Pattern[str] | None = None
     message: re.Pattern[str] | None = None
     owner_kinds: frozenset[str] = frozenset()
+    #: Instead of the reasons: a ``DisruptionTarget`` condition of reason
+    #: `TERMINATION_BY_KUBELET` whose message matches this.
+    disruption: re.Pattern[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.phases:
@@ -87,7 +99,9 @@ class Pattern:
 
 #: The built-in rules in precedence order; custom rules rank before the catch-all ``failed``.
 BUILTIN_RULES: Final[dict[str, Pattern]] = {
-    "node-shutdown": Pattern(TERMINAL_PHASES, NODE_SHUTDOWN_REASONS),
+    "node-shutdown": Pattern(
+        TERMINAL_PHASES, NODE_SHUTDOWN_REASONS, disruption=NODE_SHUTDOWN_MESSAGE
+    ),
     "admission-rejected": Pattern(
         frozenset({"Failed"}),
         ADMISSION_REJECTED_REASONS,
@@ -236,11 +250,17 @@ def mismatch(rule: Rule, pod: PodSnapshot) -> str | None:
     if pattern.reasons or pattern.reason_pattern is not None:
         known = pod.reason in pattern.reasons
         family = pattern.reason_pattern is not None and pattern.reason_pattern.fullmatch(pod.reason)
-        if not (known or family):
+        if not (known or family or _disrupted(pattern, pod)):
             expected = _listing(pattern.reasons)
             if pattern.reason_pattern is not None:
                 expected += ", OutOf<resource>"
-            return f"reason {pod.reason or '<none>'!r} is not one of {expected}"
+            alternative = (
+                f", and no DisruptionTarget condition ({TERMINATION_BY_KUBELET}) says the "
+                "node shut down"
+                if pattern.disruption is not None
+                else ""
+            )
+            return f"reason {pod.reason or '<none>'!r} is not one of {expected}{alternative}"
     if pattern.message is not None and pattern.message.search(pod.message) is None:
         return f"message {pod.message!r} does not match /{pattern.message.pattern}/"
     if pattern.owner_kinds and pod.owner_kind.casefold() not in pattern.owner_kinds:
@@ -249,6 +269,14 @@ def mismatch(rule: Rule, pod: PodSnapshot) -> str | None:
             f"{_listing(pattern.owner_kinds)}"
         )
     return None
+
+
+def _disrupted(pattern: Pattern, pod: PodSnapshot) -> bool:
+    return (
+        pattern.disruption is not None
+        and pod.disruption == TERMINATION_BY_KUBELET
+        and pattern.disruption.search(pod.disruption_message) is not None
+    )
 
 
 class Decision(StrEnum):
@@ -404,6 +432,14 @@ def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
     return (
         *_lifecycle_vetoes(pod),
         Veto(SKIP_KEEP, pod.keep, keep_evidence(pod)),
+        Veto(
+            SKIP_MIRROR,
+            pod.mirror,
+            f"annotation {MIRROR_ANNOTATION}: the API's copy of a static pod, which its "
+            "kubelet owns and brings back"
+            if pod.mirror
+            else "not a mirror pod",
+        ),
         Veto(
             SKIP_OWNER_EXCLUDED,
             rules.excludes(pod.owner_kind),

@@ -22,8 +22,8 @@ from zombied.config import (
     parse_label_selector,
 )
 from zombied.duration import format_duration, parse_duration
-from zombied.kubectl import context_namespace
 from zombied.errors import ConfigError, Source
+from zombied.kubectl import context_namespace
 from zombied.rules import Rule, RuleSet, Selection
 
 

@@ -7,7 +7,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from zombied.pod import KEEP_ANNOTATION, PodParseError, PodSnapshot, parse_pod, parse_time
+from zombied.pod import (
+    FINISHED_AT,
+    KEEP_ANNOTATION,
+    KUBELET_WRITE,
+    READY_TIME,
+    PodParseError,
+    PodSnapshot,
+    parse_pod,
+    parse_time,
+)
 
 
 def make_pod(**overrides: Any) -> dict[str, Any]:
@@ -118,6 +127,7 @@ class TestSnapshot:
             owner_name="web",
             deleting=False,
             terminated_at=T0,
+            terminated_source=FINISHED_AT,
         )
         assert snap.key == "team-a/web-0"
         assert snap.terminal
@@ -349,6 +359,63 @@ class TestTerminatedAt:
         pod = make_pod(status__phase=phase)
         pod["status"]["conditions"] = [condition("Ready", "False", "2024-05-01T12:00:00Z")]
         assert parse_pod(pod).terminated_at == (T0 if used else None)
+
+    @pytest.mark.parametrize(
+        ("entries", "phase", "expected"),
+        [
+            pytest.param(
+                [
+                    {"manager": "kube-controller-manager", "time": "2024-05-01T13:00:00Z"},
+                    {"manager": "kubelet", "operation": "Update", "time": T0_TEXT},
+                ],
+                "Failed",
+                T0,
+                id="kubelet-1.20-no-subresource",
+            ),
+            pytest.param(
+                [
+                    {"manager": "kubelet", "subresource": "status", "time": "2024-05-01T11:00:00Z"},
+                    {"manager": "kubelet", "subresource": "status", "time": T0_TEXT},
+                    {
+                        "manager": "kubelet",
+                        "subresource": "binding",
+                        "time": "2024-05-01T13:00:00Z",
+                    },
+                ],
+                "Failed",
+                T0,
+                id="latest-status-write",
+            ),
+            pytest.param(
+                [{"manager": "kubectl", "subresource": "status", "time": T0_TEXT}],
+                "Failed",
+                None,
+                id="not-the-kubelet",
+            ),
+            pytest.param(
+                [{"manager": "kubelet", "time": T0_TEXT}], "Running", None, id="not-terminal"
+            ),
+            pytest.param("garbage", "Failed", None, id="not-a-list"),
+        ],
+    )
+    def test_kubelet_write_when_nothing_else(
+        self, entries: object, phase: str, expected: datetime | None
+    ) -> None:
+        """A pod the kubelet rejected at admission carries no conditions and no container
+        states: its terminal time is the kubelet's status write."""
+        pod = make_pod(status__phase=phase)
+        pod["metadata"]["managedFields"] = entries
+        snap = parse_pod(pod)
+        assert (snap.terminated_at, snap.terminated_source) == (
+            expected,
+            KUBELET_WRITE if expected else "",
+        )
+
+    def test_conditions_beat_the_kubelet_write(self) -> None:
+        pod = make_pod()
+        pod["metadata"]["managedFields"] = [{"manager": "kubelet", "time": "2024-05-01T13:00:00Z"}]
+        pod["status"]["conditions"] = [condition("Ready", "False", T0_TEXT)]
+        assert parse_pod(pod).terminated_source == READY_TIME
 
 
 class TestOwnerKeepDeleting:

@@ -179,6 +179,7 @@ class TestKubeletTable:
     [
         ({"annotations": {KEEP_ANNOTATION: "true"}}, "keep-annotation"),
         ({"annotations": {KEEP_ANNOTATION: "TRUE"}}, "keep-annotation"),
+        ({"annotations": {"kubernetes.io/config.mirror": "3f9a"}}, "mirror-pod"),
         ({"deleting": True}, "deleting"),
         ({"owner": "job"}, "owner-excluded"),
     ],

@@ -206,7 +206,7 @@ async def run_demo() -> Summary:
             )
 
             _section("zombied scan (before any node goes away)")
-            _say(*await _zombied("scan", "--kubeconfig", str(kubeconfig)))
+            _say(*await _zombied("scan", "-A", "--kubeconfig", str(kubeconfig)))
 
             port = free_port()
             command = [
@@ -242,7 +242,7 @@ async def run_demo() -> Summary:
                 summary.problems.append(f"zombied run exited {summary.exit_code} {how}")
 
             _section("zombied scan (after)")
-            _say(*await _zombied("scan", "--kubeconfig", str(kubeconfig)))
+            _say(*await _zombied("scan", "-A", "--kubeconfig", str(kubeconfig)))
 
             if summary.explained:
                 _section("zombied explain: the pods it kept, and why")

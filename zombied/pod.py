@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from typing import Final
 
 KEEP_ANNOTATION: Final = "zombied.io/keep"
+#: The values of `KEEP_ANNOTATION` zombied understands, in any case.
+KEEP_VALUES: Final = ("true", "false")
 #: Set by the kubelet on the API's copy of a static pod: the kubelet owns that object.
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 TERMINAL_PHASES: Final = frozenset({"Failed", "Succeeded"})
@@ -32,6 +34,7 @@ _MAX_NAME: Final = 253
 _MAX_UID: Final = 128
 _MAX_REASON: Final = 256
 _MAX_MESSAGE: Final = 1024
+_MAX_KEEP: Final = 64
 # What would change which object a DELETE's URL addresses; \s is str.isspace().
 _UNSAFE_IN_PATH: Final = re.compile(r"[/%?#\\\s]")
 
@@ -59,7 +62,9 @@ class PodSnapshot:
     owner_kind: str = ""
     owner_name: str = ""
     deleting: bool = False
-    keep: bool = False
+    #: The value of the keep annotation, else of a label with its key; None without both.
+    keep_value: str | None = None
+    keep_via: str = ""  # "annotation" or "label"
     #: A mirror pod: the API's copy of a static pod, which its kubelet owns.
     mirror: bool = False
     terminated_at: datetime | None = None
@@ -86,6 +91,18 @@ class PodSnapshot:
     @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+    @property
+    def keep(self) -> bool:
+        """The pod asks to be kept: any value but ``false`` (in any case). An operator who
+        wrote ``yes`` or nothing at all meant to keep it; deleting it would be the worse
+        misreading."""
+        return self.keep_value is not None and self.keep_value.strip().lower() != "false"
+
+    @property
+    def keep_unclear(self) -> bool:
+        """The keep value is neither ``true`` nor ``false``: kept, and worth a word."""
+        return self.keep_value is not None and self.keep_value.strip().lower() not in KEEP_VALUES
 
 
 def parse_time(value: object) -> datetime | None:
@@ -116,8 +133,7 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
     status = _mapping(obj.get("status")) or {}
     phase = _text(status.get("phase"), _MAX_REASON)
     owner_kind, owner_name = _owner(metadata.get("ownerReferences"))
-    annotations = _mapping(metadata.get("annotations")) or {}
-    keep_value = annotations.get(KEEP_ANNOTATION)
+    keep_via, keep_value = _keep(metadata)
     conditions = _conditions(status.get("conditions"))
     disruption = conditions.get("DisruptionTarget")
     if disruption is not None and disruption.get("status") != "True":
@@ -138,8 +154,9 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
         owner_kind=owner_kind,
         owner_name=owner_name,
         deleting=metadata.get("deletionTimestamp") is not None,
-        keep=isinstance(keep_value, str) and keep_value.strip().lower() == "true",
-        mirror=MIRROR_ANNOTATION in annotations,
+        keep_value=keep_value,
+        keep_via=keep_via,
+        mirror=MIRROR_ANNOTATION in (_mapping(metadata.get("annotations")) or {}),
         terminated_at=terminated_at,
         terminated_source=terminated_source,
         disruption=(
@@ -152,6 +169,16 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
         ),
         labels=_labels(metadata.get("labels"), label_keys) if label_keys else (),
     )
+
+
+def _keep(metadata: Mapping[str, object]) -> tuple[str, str | None]:
+    """Where the pod says whether to keep it, and what: the annotation, else a label of
+    the same key (a common slip, and a label is as clear a wish)."""
+    for where in ("annotation", "label"):
+        value = (_mapping(metadata.get(where + "s")) or {}).get(KEEP_ANNOTATION)
+        if isinstance(value, str):
+            return where, value[:_MAX_KEEP]
+    return "", None
 
 
 def _labels(value: object, keys: frozenset[str]) -> tuple[tuple[str, str], ...]:

@@ -159,7 +159,12 @@ def _default_rules() -> tuple[Rule, ...]:
 
 @dataclass(frozen=True)
 class Selection:
-    """Which pods zombied looks at at all: namespaces (empty: all), exclusions, labels."""
+    """Which pods zombied looks at at all: namespaces (empty: all), exclusions, labels.
+
+    The one answer to "is this namespace, this pod, in scope?": the watches, the veto,
+    ``scan`` and the configuration all ask it. A namespace both named and excluded is
+    refused: which of the two was meant cannot be guessed.
+    """
 
     namespaces: tuple[str, ...] = ()
     exclude_namespaces: tuple[str, ...] = ()
@@ -167,6 +172,10 @@ class Selection:
     _selector: LabelSelector = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if both := [ns for ns in self.exclude_namespaces if ns in self.namespaces]:
+            raise ValueError(
+                f"{both[0]!r} is also listed in --namespaces; name it in only one of them"
+            )
         object.__setattr__(self, "_selector", LabelSelector.parse(self.label_selector))
 
     @property
@@ -174,13 +183,18 @@ class Selection:
         """The label keys the selector reads: the only labels a snapshot needs."""
         return frozenset(requirement.key for requirement in self._selector.requirements)
 
-    def excludes(self, pod: PodSnapshot) -> str | None:
-        """Why ``pod`` is outside the selection; None when zombied looks at it."""
-        namespace = pod.namespace
+    def excludes_namespace(self, namespace: str) -> str | None:
+        """Why the pods of ``namespace`` are outside the selection; None when inside."""
         if self.namespaces and namespace not in self.namespaces:
             return f"namespace {namespace} is not in --namespaces ({', '.join(self.namespaces)})"
         if namespace in self.exclude_namespaces:
             return f"namespace {namespace} is in --exclude-namespaces"
+        return None
+
+    def excludes(self, pod: PodSnapshot) -> str | None:
+        """Why ``pod`` is outside the selection; None when zombied looks at it."""
+        if (why := self.excludes_namespace(pod.namespace)) is not None:
+            return why
         if self.label_selector and not self._selector.matches(dict(pod.labels)):
             return f"its labels do not match --label-selector {self.label_selector!r}"
         return None
@@ -285,11 +299,11 @@ class Veto:
 @dataclass(frozen=True, slots=True)
 class RuleMatch:
     """One enabled rule against the pod: why its pattern does not fit (None: it fits),
-    and when the pod is due under it (terminal since + the rule's min age)."""
+    and, when it fits, when the pod is due under it (terminal since + its min age)."""
 
     rule: Rule
     mismatch: str | None
-    due: datetime
+    due: datetime | None
 
     @property
     def matches(self) -> bool:
@@ -361,11 +375,13 @@ def judge(pod: PodSnapshot, rules: RuleSet, *, first_seen: datetime) -> Judgemen
         pod=pod,
         since=since,
         vetoes=_vetoes(pod, rules),
-        rules=tuple(
-            RuleMatch(rule, mismatch(rule, pod), _after(since, rule.min_age))
-            for rule in rules.ordered()
-        ),
+        rules=tuple(_check(rule, pod, since) for rule in rules.ordered()),
     )
+
+
+def _check(rule: Rule, pod: PodSnapshot, since: datetime) -> RuleMatch:
+    why = mismatch(rule, pod)
+    return RuleMatch(rule, why, _after(since, rule.min_age) if why is None else None)
 
 
 def _after(since: datetime, seconds: float) -> datetime:
@@ -376,9 +392,13 @@ def _after(since: datetime, seconds: float) -> datetime:
         return datetime.max.replace(tzinfo=UTC)
 
 
-def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
-    excluded = _listing(rules.exclude_owner_kinds)
-    scope = rules.scope.excludes(pod)
+def precluded(pod: PodSnapshot) -> Veto | None:
+    """The veto that holds before any rule is read, whatever the configuration: the pod
+    is not terminal, or is already being deleted. The cache holds no such pod."""
+    return next((veto for veto in _lifecycle_vetoes(pod) if veto.applies), None)
+
+
+def _lifecycle_vetoes(pod: PodSnapshot) -> tuple[Veto, Veto]:
     return (
         Veto(
             SKIP_NOT_TERMINAL,
@@ -393,13 +413,25 @@ def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
             if pod.deleting
             else "no deletionTimestamp",
         ),
-        Veto(
-            SKIP_KEEP,
-            pod.keep,
-            f'annotation {KEEP_ANNOTATION}: "true"'
-            if pod.keep
-            else f'no {KEEP_ANNOTATION}: "true" annotation',
-        ),
+    )
+
+
+def keep_evidence(pod: PodSnapshot) -> str:
+    """What the pod says about being kept, and whether zombied understood it."""
+    if pod.keep_value is None:
+        return f'no {KEEP_ANNOTATION} annotation or label (write "true" to keep the pod)'
+    written = f"{pod.keep_via} {KEEP_ANNOTATION}: {pod.keep_value!r}"
+    if pod.keep_unclear:
+        return f"{written} is not understood (true or false); kept to be safe"
+    return written
+
+
+def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
+    excluded = _listing(rules.exclude_owner_kinds)
+    scope = rules.scope.excludes(pod)
+    return (
+        *_lifecycle_vetoes(pod),
+        Veto(SKIP_KEEP, pod.keep, keep_evidence(pod)),
         Veto(
             SKIP_MIRROR,
             pod.mirror,
@@ -426,6 +458,17 @@ def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
 
 _RULE_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _KIND: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
+#: The built-in kinds that own pods (a static pod's mirror is owned by its Node).
+_POD_OWNERS: Final = (
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "ReplicationController",
+    "Node",
+)
+#: Built-in workloads whose pods belong to a kind they create, and that kind.
+_OWNS_NO_POD: Final = {"Deployment": "ReplicaSet", "CronJob": "Job"}
 #: The fields of a rule in the ``--config`` file, as the operator writes them.
 SPEC_FIELDS: Final = ("name", "minAge", "phases", "reasons", "message", "ownerKinds")
 
@@ -470,9 +513,20 @@ def check_min_age(seconds: float) -> float:
 
 
 def check_kind(kind: str) -> str:
-    """``kind`` if it can name an owner kind (``ReplicaSet``); `ValueError` otherwise."""
+    """``kind`` if it can name the owner of a pod (``ReplicaSet``); `ValueError` otherwise.
+
+    Custom controllers own pods too, so an unknown kind is accepted; but a built-in kind
+    that never owns a pod itself, or a plural, would match no pod and protect nothing."""
     if not _KIND.fullmatch(kind):
         raise ValueError(f"{kind!r} is not a valid kind")
+    known = {name.casefold(): name for name in (*_POD_OWNERS, *_OWNS_NO_POD)}
+    exact = known.get(kind.casefold())
+    name = exact or known.get(kind.casefold().removesuffix("s"))
+    if name in _OWNS_NO_POD:
+        owner = _OWNS_NO_POD[name]
+        raise ValueError(f"{kind!r}: a {name} never owns a pod itself, its {owner}s do")
+    if name is not None and exact is None:
+        raise ValueError(f"{kind!r} is a plural; kinds are singular, like {name}")
     return kind
 
 

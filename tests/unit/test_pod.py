@@ -126,7 +126,6 @@ class TestSnapshot:
             owner_kind="StatefulSet",
             owner_name="web",
             deleting=False,
-            keep=False,
             terminated_at=T0,
             terminated_source=FINISHED_AT,
         )
@@ -377,7 +376,11 @@ class TestTerminatedAt:
                 [
                     {"manager": "kubelet", "subresource": "status", "time": "2024-05-01T11:00:00Z"},
                     {"manager": "kubelet", "subresource": "status", "time": T0_TEXT},
-                    {"manager": "kubelet", "subresource": "binding", "time": "2024-05-01T13:00:00Z"},
+                    {
+                        "manager": "kubelet",
+                        "subresource": "binding",
+                        "time": "2024-05-01T13:00:00Z",
+                    },
                 ],
                 "Failed",
                 T0,
@@ -452,24 +455,34 @@ class TestOwnerKeepDeleting:
         assert (snap.owner_kind, snap.owner_name) == ("", "")
 
     @pytest.mark.parametrize(
-        ("value", "keep"),
+        ("value", "keep", "unclear"),
         [
-            ("true", True),
-            ("True", True),
-            ("TRUE", True),
-            (" true ", True),
-            ("false", False),
-            ("yes", False),
-            ("1", False),
-            ("", False),
-            (True, False),  # annotations are strings; a bool is not what the API serves
-            (None, False),
+            ("true", True, False),
+            ("True", True, False),
+            ("TRUE", True, False),
+            (" true ", True, False),
+            ("false", False, False),
+            ("FALSE", False, False),
+            # Anything else was written to keep the pod: kept, and said to be unclear.
+            ("yes", True, True),
+            ("1", True, True),
+            ("", True, True),
+            (True, False, False),  # annotations are strings; a bool is not what the API serves
+            (None, False, False),
         ],
     )
-    def test_keep_annotation(self, value: object, keep: bool) -> None:
+    def test_keep_annotation(self, value: object, keep: bool, unclear: bool) -> None:
         pod = make_pod()
         pod["metadata"]["annotations"] = {KEEP_ANNOTATION: value}
-        assert parse_pod(pod).keep is keep
+        snap = parse_pod(pod)
+        assert (snap.keep, snap.keep_unclear) == (keep, unclear)
+
+    def test_a_label_of_the_same_key_counts_unless_the_annotation_speaks(self) -> None:
+        pod = make_pod()
+        pod["metadata"]["labels"] = {KEEP_ANNOTATION: "true"}
+        assert (parse_pod(pod).keep, parse_pod(pod).keep_via) == (True, "label")
+        pod["metadata"]["annotations"] = {KEEP_ANNOTATION: "false"}
+        assert (parse_pod(pod).keep, parse_pod(pod).keep_via) == (False, "annotation")
 
     @pytest.mark.parametrize("annotations", [None, "x", ["zombied.io/keep"], 1])
     def test_annotations_wrong_type(self, annotations: object) -> None:

@@ -131,7 +131,11 @@ def shape(pod: dict[str, Any]) -> dict[str, Any]:
         "message": masked(status.get("message")),
         "disruption": None
         if disruption is None
-        else (disruption.get("status"), disruption.get("reason"), disruption.get("message")),
+        else (
+            disruption.get("status"),
+            disruption.get("reason"),
+            masked(disruption.get("message")),
+        ),
         "time from": snapshot.terminated_source or None,
     }
 

@@ -82,7 +82,7 @@ async def test_every_request_carries_the_user_agent_and_honours_http_proxy(
         await kube.request(Request("list", "pods", "team-a"), timeout=10)
         query = {"watch": "true", "timeoutSeconds": 1}
         async with kube.stream(
-            Request("watch", "pods", "team-a"), query=query, connect_timeout=10
+            Request("watch", "pods", "team-a"), query=query, timeout=10
         ) as lines:
             await lines.read()
         assert (await Reaper(kube).delete(snapshot, "node-shutdown")).outcome == "deleted"

@@ -49,10 +49,11 @@ PLUGIN_TIMEOUT: Final = 20.0
 #: newer) the source is left alone this long: requests rejected together, or a plugin
 #: that keeps failing, do not make it run once per request.
 REFRESH_PAUSE: Final = 10.0
-#: How much of a plugin's error output a log line keeps: its start says what failed,
-#: its end usually says what to do ("Please run: gcloud auth login").
-_HINT_HEAD: Final = 300
-_HINT_TAIL: Final = 700
+#: How much of a plugin's error output is kept: its start says what failed, its end
+#: usually what to do ("Please run: gcloud auth login"); with the words around it, it
+#: fits the one line of an error.
+_HINT_HEAD: Final = 100
+_HINT_TAIL: Final = 200
 _EXEC_API_VERSIONS: Final = (
     "client.authentication.k8s.io/v1",
     "client.authentication.k8s.io/v1beta1",

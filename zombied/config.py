@@ -467,7 +467,14 @@ OPTIONS: Final[tuple[Option, ...]] = (
         _RUN,
     ),
     Option("retry_period", _PERIOD, "interval between Lease acquire/renew attempts", "2s", _RUN),
-    Option("watch_timeout", _WATCH, "watch timeout: at random from this to twice this", "5m", _RUN),
+    Option(
+        "watch_timeout",
+        _WATCH,
+        "watch timeout, at random from this to twice this, once the API server has shown "
+        "bookmarks (until then at most 90s)",
+        "5m",
+        _RUN,
+    ),
     Option(
         "output",
         _one_of("table", "wide", "json", "yaml", "name"),

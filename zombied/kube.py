@@ -92,7 +92,7 @@ def open_session(cluster: Cluster, *, pool_size: int) -> aiohttp.ClientSession:
     No TCP keep-alive either: a middlebox answers those itself, and that guard notices
     a dead stream anyway. ``trust_env`` is off: aiohttp would read netrc on every
     request (an entry for the API server replaces the bearer token with Basic auth);
-    the proxy variables are read once, by `open_kube`."""
+    the proxy variables are read once, by `Kube`."""
     connector = aiohttp.TCPConnector(
         limit=pool_size, limit_per_host=0, keepalive_timeout=KEEPALIVE_S, ssl=_tls(cluster)
     )
@@ -519,13 +519,18 @@ async def open_kube(
     when a service account is mounted, else the kubeconfig; `KubeconfigError` if the
     cluster or the first credentials cannot be had."""
     access = await load_access(kubeconfig, context)
+    try:
+        session = open_session(access.cluster, pool_size=pool_size)
+    except (OSError, ssl.SSLError) as exc:  # a CA or client certificate it cannot use
+        raise KubeconfigError(f"{access.where}: TLS settings: {exc}") from exc
     credentials = Credentials(access.credentials)
     try:
         await credentials.__aenter__()
     except CredentialError as exc:
+        await session.close()
         raise KubeconfigError(f"{access.where}: {exc}") from None
     try:
-        async with open_session(access.cluster, pool_size=pool_size) as session:
+        async with session:
             yield Kube(
                 session,
                 access.cluster,

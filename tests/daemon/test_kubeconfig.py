@@ -175,3 +175,15 @@ async def test_insecure_skip_tls_verify_trusts_any_certificate(tmp_path: Path) -
         cluster["insecure-skip-tls-verify"] = True
         async with open_kube(str(write(tmp_path / "config", document))) as kube:
             assert (await kube.request(LIST, timeout=10))["items"] == []
+
+
+def test_a_certificate_authority_that_is_no_certificate_is_one_line(
+    sim: Simulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = sim.kubeconfig()
+    cluster = document["clusters"][0]["cluster"]
+    cluster["server"] = sim.url.replace("http://", "https://")
+    cluster["certificate-authority-data"] = base64.b64encode(b"not a certificate").decode()
+    assert main(["scan", "--kubeconfig", str(write(tmp_path / "config", document))]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("zombied: error: --kubeconfig: TLS settings: ")

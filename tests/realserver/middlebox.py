@@ -6,9 +6,11 @@ that carried nothing for a while (Azure's load balancer after 4 minutes, AWS NLB
 that connection is never answered. This middlebox does the same on loopback, quickly:
 it terminates TLS with a certificate of its own, forwards the bytes to the apiserver
 over TLS, and a connection that carried nothing for ``idle`` seconds stops forwarding
-in both directions while staying open. Watch connections are spared (they hold one
-long request, and a real middlebox sees their TCP keep-alives), so a test measures
-what happens to the requests a controller sends between quiet spells.
+in both directions while staying open: not even the server's end of it reaches the
+client. Watch connections are spared by the idle rule (they hold one long request, and
+a real middlebox sees their TCP keep-alives, which it answers itself), so a test
+measures what happens to the requests a controller sends between quiet spells; a test
+black-holes them on purpose with `Middlebox.black_hole_watches`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class _Flow:
     last: float = field(default_factory=anyio.current_time)
     watch: bool = False
     dead: bool = False
+    client_closed: bool = False
+    bookmarks: int = 0
 
 
 class Middlebox:
@@ -59,6 +63,17 @@ class Middlebox:
     def black_holed(self) -> int:
         """Connections whose packets are dropped now."""
         return sum(flow.dead for flow in self.flows)
+
+    def watches(self) -> list[_Flow]:
+        """The watch connections that carry data now."""
+        return [flow for flow in self.flows if flow.watch and not flow.dead]
+
+    def black_hole_watches(self) -> list[_Flow]:
+        """Forget the open watch connections, as a middlebox that lost their state."""
+        held = self.watches()
+        for flow in held:
+            flow.dead = True
+        return held
 
     def quiet_for(self) -> float:
         """Seconds since any connection but a watch carried a byte."""
@@ -127,10 +142,15 @@ class Middlebox:
                     continue  # dropped on the floor, as a middlebox that forgot the flow
                 if from_client and b"watch=true" in data:
                     flow.watch = True
+                flow.bookmarks += data.count(b'"type":"BOOKMARK"')
                 flow.last = anyio.current_time()
                 await sink.send(data)
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await sink.aclose()
+            flow.client_closed = flow.client_closed or from_client
+            # A forgotten flow carries nothing, its end included: only the client's own
+            # close of its socket ends it.
+            if from_client or not flow.dead:
+                await sink.aclose()
 
     async def _watch_idle(self, flow: _Flow) -> None:
         while not flow.dead:

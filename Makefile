@@ -102,7 +102,7 @@ helm: $(STAMP)
 test: lint real-apiserver helm prometheus
 	@rm -f .coverage .coverage.*
 	@rc=0; $(REAL) $(PYTEST) -m 'not slow' -n $(TEST_JOBS) --dist loadgroup \
-		--cov=zombied --cov=kubesim --cov-report=term tests || rc=$$?; \
+		--cov=zombied --cov=kubesim/src/kubesim --cov-report=term tests kubesim/tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 	$(COVERAGE) report --include='zombied/*' --fail-under=$(COV_MIN)

@@ -6,11 +6,17 @@ the tests and the demo run against is a separate distribution, ``kubesim``, and 
 never shipped with the controller.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("zombied")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
-
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    # Looked up when asked: importing the package stays instant, so that the command line
+    # is running (and handles Ctrl-C) before anything heavy loads.
+    if name != "__version__":
+        raise AttributeError(f"module 'zombied' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("zombied")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0.0.0+unknown"

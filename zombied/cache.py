@@ -12,9 +12,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from zombied.pod import PodSnapshot
+from zombied.log import get_logger
+from zombied.pod import KEEP_ANNOTATION, PodSnapshot
 from zombied.queue import WorkQueue
-from zombied.rules import Decision, Judgement, RuleSet, judge
+from zombied.rules import Decision, Judgement, RuleSet, judge, precluded
+
+log = get_logger(__name__)
 
 
 def _utcnow() -> datetime:
@@ -95,13 +98,25 @@ class PodCache:
         return entry.judgement
 
     def upsert(self, snapshot: PodSnapshot) -> None:
-        """Record the newest state of a pod and evaluate it; non-terminal pods leave."""
+        """Record the newest state of a pod and evaluate it; a pod no rule may judge (not
+        terminal, or being deleted) leaves."""
         key = snapshot.key
-        if not snapshot.terminal:
+        if precluded(snapshot) is not None:
             self.remove(key)
             return
         old = self._entries.get(key)
         same_pod = old is not None and old.snapshot.uid == snapshot.uid
+        said = old.snapshot.keep_value if old is not None and same_pod else None
+        if snapshot.keep_unclear and snapshot.keep_value != said:  # once per pod and value
+            log.warning(
+                "pod.keep_not_understood",
+                namespace=snapshot.namespace,
+                pod=snapshot.name,
+                uid=snapshot.uid,
+                value=snapshot.keep_value,
+                via=snapshot.keep_via,
+                hint=f'{KEEP_ANNOTATION} takes "true" or "false"; the pod is kept',
+            )
         first_seen = old.first_seen if old is not None and same_pod else self._now()
         # Judged once, here: nothing an entry is judged on changes before its delete.
         judgement = judge(snapshot, self._rules, first_seen=first_seen)

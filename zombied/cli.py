@@ -13,7 +13,8 @@ failed delete, or ``explain`` could not read the pod (not found included), 2 inv
 configuration or usage, a broken kubeconfig, or a ``--listen`` address ``run`` cannot
 listen on (taken by another process, most often: the fix is another ``--listen``),
 128 + signal number (143 for SIGTERM, 130 for SIGINT) when a second signal interrupts
-the drain.
+the drain, 130 for a Ctrl-C before a command handles signals itself (while it starts)
+and for one that interrupts ``scan``.
 """
 
 from __future__ import annotations
@@ -22,54 +23,66 @@ import os
 import sys
 from collections.abc import Sequence
 
-import anyio
-
-from zombied.config import COMMANDS as CONFIGURED_COMMANDS
-from zombied.config import ExplainConfig, RunConfig, load_config
 from zombied.errors import ConfigError, ZombiedError
-from zombied.log import configure_logging
 
 __all__ = ["main"]
 
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 #: Longest error line printed; the value at fault is cut, never the option name before it.
 MAX_ERROR_CHARS = 400
-COMMANDS = {
-    **CONFIGURED_COMMANDS,
-    "version": "print the versions of zombied and kubernetes_asyncio",
-}
+VERSION = "print the versions of zombied and kubernetes_asyncio"
 
 
 def usage() -> str:
     """The top-level help text."""
+    from zombied.config import COMMANDS  # noqa: PLC0415 - see main
+
+    commands = {**COMMANDS, "version": VERSION}
     lines = [
-        "usage: zombied {" + ",".join(COMMANDS) + "} [options]",
+        "usage: zombied {" + ",".join(commands) + "} [options]",
         "       zombied --version",
         "",
         "commands:",
     ]
-    lines.extend(f"  {name:<9}{text}" for name, text in COMMANDS.items())
+    lines.extend(f"  {name:<9}{text}" for name, text in commands.items())
     lines.append("")
     lines.append("Run 'zombied COMMAND --help' for the options of a command.")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script and of ``python -m zombied``."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of the console script and of ``python -m zombied``.
+
+    Everything heavy is imported in here, under the handler: a Ctrl-C while the libraries
+    load, the configuration is read or the cluster is first reached exits 130 quietly.
+    """
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:  # SIGINT before a command handles signals itself
+        return EXIT_INTERRUPTED
+
+
+def _main(args: list[str]) -> int:
+    import anyio  # noqa: PLC0415
+
+    from zombied.config import COMMANDS, ExplainConfig, RunConfig, load_config  # noqa: PLC0415
+    from zombied.log import configure_logging  # noqa: PLC0415
+
     if not args or args[0] in ("-h", "--help"):
         print(usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else EXIT_CONFIG
     command, rest = args[0], args[1:]
     if command in ("version", "--version", "-V"):
-        from zombied.daemon import versions  # noqa: PLC0415 - keeps `version` fast
+        from zombied.daemon import versions  # noqa: PLC0415
 
         for name, value in versions().items():
             print(f"{name} {value}")
         return 0
     if command not in COMMANDS:
-        return _fail(f"unknown command {command!r} (choose from {', '.join(COMMANDS)})")
+        known = ", ".join([*COMMANDS, "version"])
+        return _fail(f"unknown command {command!r} (choose from {known})")
     try:
         config = load_config(command, rest, os.environ)
     except ConfigError as exc:
@@ -97,8 +110,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ZombiedError as exc:  # e.g. scan could not list pods: a failure, not a crash
         print(f"zombied: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:  # SIGINT before the signal receiver was installed
-        return 130
 
 
 def _fail(message: str) -> int:

@@ -5,16 +5,55 @@ object or the RBAC rule at fault and says what to change. Internal bugs are not
 modelled here; they stay ordinary exceptions.
 """
 
+from __future__ import annotations
+
+from enum import StrEnum
+
 
 class ZombiedError(Exception):
     """Base of every error zombied reports to its user."""
 
 
+class Source(StrEnum):
+    """Where a configuration value came from."""
+
+    FLAG = "flag"
+    ENV = "env"
+    FILE = "file"
+
+
 class ConfigError(ZombiedError):
     """Invalid configuration: start-up stops with exit code 2 and this one line.
 
-    The message starts with the option at fault, e.g. ``--qps: must be > 0, got -1``.
+    A structured value: the ``option`` at fault (``--qps``, or in the file its key, like
+    ``rules[0].minAge``), its ``source``, ``where`` that source is (the environment
+    variable or the file), the ``line`` in the file when known, and the ``problem``.
+    Without a source, ``problem`` is the whole line: ``--qps: must be > 0, got -1``.
     """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        option: str | None = None,
+        source: Source | None = None,
+        where: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.problem = problem
+        self.option = option
+        self.source = source
+        self.where = where
+        self.line = line
+        super().__init__(problem)
+
+    def __str__(self) -> str:
+        parts = [f"--config {self.where}"] if self.source is Source.FILE else []
+        parts += [f"line {self.line}"] if self.line is not None else []
+        if self.option is not None:
+            env = f" (from {self.where})" if self.source is Source.ENV else ""
+            parts.append(self.option + env)
+        return ": ".join([*parts, self.problem])
 
 
 class KubeconfigError(ConfigError):

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from zombied import report
-from zombied.config import DryRun, format_duration
+from zombied.config import DryRun
+from zombied.duration import format_duration
 from zombied.errors import ZombiedError
 from zombied.kube import ApiError, Kind, Request, open_kube
 from zombied.pod import PodParseError, parse_pod
@@ -23,9 +24,6 @@ from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, RuleMatch, jud
 
 if TYPE_CHECKING:
     from zombied.config import ExplainConfig
-
-#: What a pod without a termination time waits for, in the report's words.
-FIRST_SEEN: Final = "after zombied first sees it terminal"
 
 
 @dataclass(frozen=True)
@@ -66,20 +64,21 @@ def _summary(judgement: Judgement, decision: Decision, dry_run: DryRun, now: dat
     rule = match.rule.name
     if decision is Decision.DELETE:
         return f"{how} now: rule {rule} matches and its min age has passed"
+    when = _due(judgement, match, now)
     if not judgement.since_known:
         return (
-            f"{how} {format_duration(match.rule.min_age)} {FIRST_SEEN}: rule {rule} matches, "
-            "and the pod carries no termination time (no container finishedAt, no "
-            "DisruptionTarget or Ready condition) to count its min age from"
+            f"{how} {when}: rule {rule} matches, and the pod carries no termination time "
+            "(no container finishedAt, no DisruptionTarget or Ready condition) to count its "
+            "min age from"
         )
-    return (
-        f"{how} at {report.stamp(match.due)} ({report.until(match.due, now)}): rule {rule} "
-        "matches, min age not yet reached"
-    )
+    return f"{how} at {when}: rule {rule} matches, min age not yet reached"
 
 
-def _due(check: RuleMatch, judgement: Judgement) -> str | None:
-    return report.stamp(check.due) if judgement.since_known else None
+def _due(judgement: Judgement, check: RuleMatch, now: datetime) -> str:
+    """``2026-03-01T12:00:03Z (in 4m30s)``, or ``30s after first seen``."""
+    stamp = report.due_stamp(judgement, check)
+    relative = report.due(judgement, check, now)
+    return f"{stamp} ({relative})" if stamp is not None else relative
 
 
 def as_json(explanation: Explanation) -> dict[str, Any]:
@@ -100,13 +99,13 @@ def as_json(explanation: Explanation) -> dict[str, Any]:
                 "matches": check.matches,
                 "mismatch": check.mismatch,
                 "minAge": format_duration(check.rule.min_age),
-                "due": _due(check, judgement),
+                "due": report.due_stamp(judgement, check),
             }
             for check in judgement.rules
         ],
         "zombie": judgement.zombie,
         "rule": judgement.rule,
-        "due": _due(match, judgement) if match is not None else None,
+        "due": report.due_stamp(judgement, match),
         "skip": judgement.skip,
         "decision": str(explanation.decision),
         "summary": explanation.summary,
@@ -157,13 +156,10 @@ def render_table(explanation: Explanation) -> str:
     width = max((len(check.rule.name) for check in judgement.rules), default=0)
     for check in judgement.rules:
         age = format_duration(check.rule.min_age)
-        if not check.matches:
-            text = f"no match  {check.mismatch}"
-        elif judgement.since_known:
-            text = f"MATCH     min age {age}, due {report.stamp(check.due)} "
-            text += f"({report.until(check.due, now)})"
+        if check.matches:
+            text = f"MATCH     min age {age}, due {_due(judgement, check, now)}"
         else:
-            text = f"MATCH     min age {age}, due {age} {FIRST_SEEN}"
+            text = f"no match  {check.mismatch}"
         lines.append(f"  {check.rule.name:<{width}}  {text}")
     if not judgement.rules:
         lines.append("  (no rule enabled)")

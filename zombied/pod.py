@@ -15,13 +15,26 @@ from datetime import UTC, datetime
 from typing import Final
 
 KEEP_ANNOTATION: Final = "zombied.io/keep"
+#: The values of `KEEP_ANNOTATION` zombied understands, in any case.
+KEEP_VALUES: Final = ("true", "false")
+#: Set by the kubelet on the API's copy of a static pod: the kubelet owns that object.
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 TERMINAL_PHASES: Final = frozenset({"Failed", "Succeeded"})
+#: What a pod's `PodSnapshot.terminated_at` was read from, most precise first.
+FINISHED_AT: Final = "container finishedAt"
+DISRUPTION_TIME: Final = "DisruptionTarget condition"
+READY_TIME: Final = "Ready condition"
+#: The kubelet's last status write (its ``managedFields`` entry, to the second): the
+#: only time on a pod that a kubelet rejected at admission, or that a 1.20 kubelet
+#: ended for a node shutdown, since those carry no conditions and no container states.
+KUBELET_WRITE: Final = "kubelet status write"
 
 # Caps on what a hostile server can make us hold per pod; real objects are far below.
 _MAX_NAME: Final = 253
 _MAX_UID: Final = 128
 _MAX_REASON: Final = 256
 _MAX_MESSAGE: Final = 1024
+_MAX_KEEP: Final = 64
 # What would change which object a DELETE's URL addresses; \s is str.isspace().
 _UNSAFE_IN_PATH: Final = re.compile(r"[/%?#\\\s]")
 
@@ -49,11 +62,19 @@ class PodSnapshot:
     owner_kind: str = ""
     owner_name: str = ""
     deleting: bool = False
-    keep: bool = False
+    #: The value of the keep annotation, else of a label with its key; None without both.
+    keep_value: str | None = None
+    keep_via: str = ""  # "annotation" or "label"
+    #: A mirror pod: the API's copy of a static pod, which its kubelet owns.
+    mirror: bool = False
     terminated_at: datetime | None = None
-    #: The reason of a ``DisruptionTarget=True`` condition: evidence only, older kubelets
-    #: never write it.
+    #: Where ``terminated_at`` comes from (`FINISHED_AT`...); empty when it is None.
+    terminated_source: str = ""
+    #: The reason of a ``DisruptionTarget=True`` condition; kubelets before 1.26 never
+    #: write one.
     disruption: str = ""
+    #: That condition's message: the kubelet says there why it ended the pod.
+    disruption_message: str = ""
     #: Only the labels the label selector asks about.
     labels: tuple[tuple[str, str], ...] = ()
 
@@ -70,6 +91,18 @@ class PodSnapshot:
     @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+    @property
+    def keep(self) -> bool:
+        """The pod asks to be kept: any value but ``false`` (in any case). An operator who
+        wrote ``yes`` or nothing at all meant to keep it; deleting it would be the worse
+        misreading."""
+        return self.keep_value is not None and self.keep_value.strip().lower() != "false"
+
+    @property
+    def keep_unclear(self) -> bool:
+        """The keep value is neither ``true`` nor ``false``: kept, and worth a word."""
+        return self.keep_value is not None and self.keep_value.strip().lower() not in KEEP_VALUES
 
 
 def parse_time(value: object) -> datetime | None:
@@ -100,12 +133,14 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
     status = _mapping(obj.get("status")) or {}
     phase = _text(status.get("phase"), _MAX_REASON)
     owner_kind, owner_name = _owner(metadata.get("ownerReferences"))
-    annotations = _mapping(metadata.get("annotations")) or {}
-    keep_value = annotations.get(KEEP_ANNOTATION)
+    keep_via, keep_value = _keep(metadata)
     conditions = _conditions(status.get("conditions"))
     disruption = conditions.get("DisruptionTarget")
     if disruption is not None and disruption.get("status") != "True":
         disruption = None
+    terminated_at, terminated_source = _terminated_at(
+        status, disruption, conditions.get("Ready"), phase, metadata.get("managedFields")
+    )
 
     return PodSnapshot(
         namespace=namespace,
@@ -119,15 +154,31 @@ def parse_pod(obj: object, *, label_keys: frozenset[str] = frozenset()) -> PodSn
         owner_kind=owner_kind,
         owner_name=owner_name,
         deleting=metadata.get("deletionTimestamp") is not None,
-        keep=isinstance(keep_value, str) and keep_value.strip().lower() == "true",
-        terminated_at=_terminated_at(status, disruption, conditions.get("Ready"), phase),
+        keep_value=keep_value,
+        keep_via=keep_via,
+        mirror=MIRROR_ANNOTATION in (_mapping(metadata.get("annotations")) or {}),
+        terminated_at=terminated_at,
+        terminated_source=terminated_source,
         disruption=(
             (_text(disruption.get("reason"), _MAX_REASON) or "unknown")
             if disruption is not None
             else ""
         ),
+        disruption_message=(
+            _text(disruption.get("message"), _MAX_MESSAGE) if disruption is not None else ""
+        ),
         labels=_labels(metadata.get("labels"), label_keys) if label_keys else (),
     )
+
+
+def _keep(metadata: Mapping[str, object]) -> tuple[str, str | None]:
+    """Where the pod says whether to keep it, and what: the annotation, else a label of
+    the same key (a common slip, and a label is as clear a wish)."""
+    for where in ("annotation", "label"):
+        value = (_mapping(metadata.get(where + "s")) or {}).get(KEEP_ANNOTATION)
+        if isinstance(value, str):
+            return where, value[:_MAX_KEEP]
+    return "", None
 
 
 def _labels(value: object, keys: frozenset[str]) -> tuple[tuple[str, str], ...]:
@@ -204,19 +255,42 @@ def _finished_times(status: Mapping[str, object]) -> Iterator[datetime]:
                     yield finished
 
 
+def _kubelet_writes(managed_fields: object) -> Iterator[datetime]:
+    if not isinstance(managed_fields, list):
+        return
+    for entry in managed_fields:
+        # Since 1.22 the entry names the status subresource; before, only the manager.
+        if (
+            isinstance(entry, Mapping)
+            and entry.get("manager") == "kubelet"
+            and entry.get("subresource", "status") == "status"
+        ):
+            stamp = parse_time(entry.get("time"))
+            if stamp is not None:
+                yield stamp
+
+
 def _terminated_at(
     status: Mapping[str, object],
     disruption: Mapping[str, object] | None,
     ready: Mapping[str, object] | None,
     phase: str,
-) -> datetime | None:
+    managed_fields: object,
+) -> tuple[datetime | None, str]:
     latest = max(_finished_times(status), default=None)
     if latest is not None:
-        return latest
+        return latest, FINISHED_AT
     if disruption is not None:
         stamp = parse_time(disruption.get("lastTransitionTime"))
         if stamp is not None:
-            return stamp
-    if ready is not None and phase in TERMINAL_PHASES:
-        return parse_time(ready.get("lastTransitionTime"))
-    return None
+            return stamp, DISRUPTION_TIME
+    if phase not in TERMINAL_PHASES:
+        return None, ""
+    if ready is not None:
+        stamp = parse_time(ready.get("lastTransitionTime"))
+        if stamp is not None:
+            return stamp, READY_TIME
+    # The last write is at or after the one that made the pod terminal: a later write
+    # only makes the pod due later, never sooner.
+    written = max(_kubelet_writes(managed_fields), default=None)
+    return (written, KUBELET_WRITE) if written is not None else (None, "")

@@ -13,8 +13,9 @@ from typing import Any, Final
 import msgspec
 import yaml
 
-from zombied.config import format_duration
+from zombied.duration import format_duration
 from zombied.pod import PodSnapshot
+from zombied.rules import Judgement, RuleMatch
 
 #: What a table cell says for a field the pod does not have.
 NONE: Final = "<none>"
@@ -42,6 +43,25 @@ def until(moment: datetime, now: datetime) -> str:
     if seconds > 0:
         return f"in {format_duration(seconds)}"
     return f"{format_duration(-seconds)} ago"
+
+
+def due(judgement: Judgement, check: RuleMatch, now: datetime) -> str:
+    """When ``check`` makes the pod due, as a sentence says it: ``in 4m30s``, ``2m ago``,
+    or ``30s after first seen`` for a pod timed from when zombied first sees it (a one-off
+    report cannot know when that is); `NONE` when the rule does not match."""
+    if check.due is None:
+        return NONE
+    if not judgement.since_known:
+        return f"{format_duration(check.rule.min_age)} after first seen"
+    return until(check.due, now)
+
+
+def due_stamp(judgement: Judgement, check: RuleMatch | None) -> str | None:
+    """The due time of ``-o json`` and ``-o yaml``: null when the rule does not match or
+    the pod carries no termination time to count from."""
+    if check is None or check.due is None or not judgement.since_known:
+        return None
+    return stamp(check.due)
 
 
 def pod_json(pod: PodSnapshot) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Final
 
-from zombied.pod import KEEP_ANNOTATION, TERMINAL_PHASES, PodSnapshot
+from zombied.pod import KEEP_ANNOTATION, MIRROR_ANNOTATION, TERMINAL_PHASES, PodSnapshot
 from zombied.selector import LabelSelector
 
 DEFAULT_MIN_AGE: Final = 30.0
@@ -31,6 +31,14 @@ PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 # Reasons the kubelet's graceful node shutdown writes, across versions 1.20 to now.
 NODE_SHUTDOWN_REASONS: Final = frozenset({"Shutdown", "NodeShutdown", "Terminated"})
+# Since 1.26 the kubelet also says so in a DisruptionTarget condition (reason
+# TerminationByKubelet), and a pod whose containers exited 0 on SIGTERM carries only
+# that: phase Succeeded, no reason, no message. The same condition reason marks the
+# kubelet's evictions, so the message tells a shutdown from an eviction.
+TERMINATION_BY_KUBELET: Final = "TerminationByKubelet"
+NODE_SHUTDOWN_MESSAGE: Final = re.compile(
+    r"\APod was terminated in response to imminent node shutdown"
+)
 
 # Reasons the kubelet's admission writes when a node returns under the same name and
 # rejects the pods still bound to it (1.20 to now); `OutOf<resource>` is a family.
@@ -53,6 +61,7 @@ _ADMISSION_MESSAGE: Final = re.compile(
 SKIP_NOT_TERMINAL: Final = "not-terminal"
 SKIP_DELETING: Final = "deleting"
 SKIP_KEEP: Final = "keep-annotation"
+SKIP_MIRROR: Final = "mirror-pod"
 SKIP_OWNER_EXCLUDED: Final = "owner-excluded"
 SKIP_NO_RULE: Final = "no-rule"
 SKIP_OUT_OF_SCOPE: Final = "out-of-scope"
@@ -68,6 +77,9 @@ class Pattern:
     reason_pattern: re.Pattern[str] | None = None
     message: re.Pattern[str] | None = None
     owner_kinds: frozenset[str] = frozenset()
+    #: Instead of the reasons: a ``DisruptionTarget`` condition of reason
+    #: `TERMINATION_BY_KUBELET` whose message matches this.
+    disruption: re.Pattern[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.phases:
@@ -87,7 +99,9 @@ class Pattern:
 
 #: The built-in rules in precedence order; custom rules rank before the catch-all ``failed``.
 BUILTIN_RULES: Final[dict[str, Pattern]] = {
-    "node-shutdown": Pattern(TERMINAL_PHASES, NODE_SHUTDOWN_REASONS),
+    "node-shutdown": Pattern(
+        TERMINAL_PHASES, NODE_SHUTDOWN_REASONS, disruption=NODE_SHUTDOWN_MESSAGE
+    ),
     "admission-rejected": Pattern(
         frozenset({"Failed"}),
         ADMISSION_REJECTED_REASONS,
@@ -145,7 +159,12 @@ def _default_rules() -> tuple[Rule, ...]:
 
 @dataclass(frozen=True)
 class Selection:
-    """Which pods zombied looks at at all: namespaces (empty: all), exclusions, labels."""
+    """Which pods zombied looks at at all: namespaces (empty: all), exclusions, labels.
+
+    The one answer to "is this namespace, this pod, in scope?": the watches, the veto,
+    ``scan`` and the configuration all ask it. A namespace both named and excluded is
+    refused: which of the two was meant cannot be guessed.
+    """
 
     namespaces: tuple[str, ...] = ()
     exclude_namespaces: tuple[str, ...] = ()
@@ -153,6 +172,10 @@ class Selection:
     _selector: LabelSelector = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if both := [ns for ns in self.exclude_namespaces if ns in self.namespaces]:
+            raise ValueError(
+                f"{both[0]!r} is also listed in --namespaces; name it in only one of them"
+            )
         object.__setattr__(self, "_selector", LabelSelector.parse(self.label_selector))
 
     @property
@@ -160,13 +183,18 @@ class Selection:
         """The label keys the selector reads: the only labels a snapshot needs."""
         return frozenset(requirement.key for requirement in self._selector.requirements)
 
-    def excludes(self, pod: PodSnapshot) -> str | None:
-        """Why ``pod`` is outside the selection; None when zombied looks at it."""
-        namespace = pod.namespace
+    def excludes_namespace(self, namespace: str) -> str | None:
+        """Why the pods of ``namespace`` are outside the selection; None when inside."""
         if self.namespaces and namespace not in self.namespaces:
             return f"namespace {namespace} is not in --namespaces ({', '.join(self.namespaces)})"
         if namespace in self.exclude_namespaces:
             return f"namespace {namespace} is in --exclude-namespaces"
+        return None
+
+    def excludes(self, pod: PodSnapshot) -> str | None:
+        """Why ``pod`` is outside the selection; None when zombied looks at it."""
+        if (why := self.excludes_namespace(pod.namespace)) is not None:
+            return why
         if self.label_selector and not self._selector.matches(dict(pod.labels)):
             return f"its labels do not match --label-selector {self.label_selector!r}"
         return None
@@ -222,11 +250,17 @@ def mismatch(rule: Rule, pod: PodSnapshot) -> str | None:
     if pattern.reasons or pattern.reason_pattern is not None:
         known = pod.reason in pattern.reasons
         family = pattern.reason_pattern is not None and pattern.reason_pattern.fullmatch(pod.reason)
-        if not (known or family):
+        if not (known or family or _disrupted(pattern, pod)):
             expected = _listing(pattern.reasons)
             if pattern.reason_pattern is not None:
                 expected += ", OutOf<resource>"
-            return f"reason {pod.reason or '<none>'!r} is not one of {expected}"
+            alternative = (
+                f", and no DisruptionTarget condition ({TERMINATION_BY_KUBELET}) says the "
+                "node shut down"
+                if pattern.disruption is not None
+                else ""
+            )
+            return f"reason {pod.reason or '<none>'!r} is not one of {expected}{alternative}"
     if pattern.message is not None and pattern.message.search(pod.message) is None:
         return f"message {pod.message!r} does not match /{pattern.message.pattern}/"
     if pattern.owner_kinds and pod.owner_kind.casefold() not in pattern.owner_kinds:
@@ -235,6 +269,14 @@ def mismatch(rule: Rule, pod: PodSnapshot) -> str | None:
             f"{_listing(pattern.owner_kinds)}"
         )
     return None
+
+
+def _disrupted(pattern: Pattern, pod: PodSnapshot) -> bool:
+    return (
+        pattern.disruption is not None
+        and pod.disruption == TERMINATION_BY_KUBELET
+        and pattern.disruption.search(pod.disruption_message) is not None
+    )
 
 
 class Decision(StrEnum):
@@ -257,11 +299,11 @@ class Veto:
 @dataclass(frozen=True, slots=True)
 class RuleMatch:
     """One enabled rule against the pod: why its pattern does not fit (None: it fits),
-    and when the pod is due under it (terminal since + the rule's min age)."""
+    and, when it fits, when the pod is due under it (terminal since + its min age)."""
 
     rule: Rule
     mismatch: str | None
-    due: datetime
+    due: datetime | None
 
     @property
     def matches(self) -> bool:
@@ -333,11 +375,13 @@ def judge(pod: PodSnapshot, rules: RuleSet, *, first_seen: datetime) -> Judgemen
         pod=pod,
         since=since,
         vetoes=_vetoes(pod, rules),
-        rules=tuple(
-            RuleMatch(rule, mismatch(rule, pod), _after(since, rule.min_age))
-            for rule in rules.ordered()
-        ),
+        rules=tuple(_check(rule, pod, since) for rule in rules.ordered()),
     )
+
+
+def _check(rule: Rule, pod: PodSnapshot, since: datetime) -> RuleMatch:
+    why = mismatch(rule, pod)
+    return RuleMatch(rule, why, _after(since, rule.min_age) if why is None else None)
 
 
 def _after(since: datetime, seconds: float) -> datetime:
@@ -348,9 +392,13 @@ def _after(since: datetime, seconds: float) -> datetime:
         return datetime.max.replace(tzinfo=UTC)
 
 
-def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
-    excluded = _listing(rules.exclude_owner_kinds)
-    scope = rules.scope.excludes(pod)
+def precluded(pod: PodSnapshot) -> Veto | None:
+    """The veto that holds before any rule is read, whatever the configuration: the pod
+    is not terminal, or is already being deleted. The cache holds no such pod."""
+    return next((veto for veto in _lifecycle_vetoes(pod) if veto.applies), None)
+
+
+def _lifecycle_vetoes(pod: PodSnapshot) -> tuple[Veto, Veto]:
     return (
         Veto(
             SKIP_NOT_TERMINAL,
@@ -365,12 +413,32 @@ def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
             if pod.deleting
             else "no deletionTimestamp",
         ),
+    )
+
+
+def keep_evidence(pod: PodSnapshot) -> str:
+    """What the pod says about being kept, and whether zombied understood it."""
+    if pod.keep_value is None:
+        return f'no {KEEP_ANNOTATION} annotation or label (write "true" to keep the pod)'
+    written = f"{pod.keep_via} {KEEP_ANNOTATION}: {pod.keep_value!r}"
+    if pod.keep_unclear:
+        return f"{written} is not understood (true or false); kept to be safe"
+    return written
+
+
+def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
+    excluded = _listing(rules.exclude_owner_kinds)
+    scope = rules.scope.excludes(pod)
+    return (
+        *_lifecycle_vetoes(pod),
+        Veto(SKIP_KEEP, pod.keep, keep_evidence(pod)),
         Veto(
-            SKIP_KEEP,
-            pod.keep,
-            f'annotation {KEEP_ANNOTATION}: "true"'
-            if pod.keep
-            else f'no {KEEP_ANNOTATION}: "true" annotation',
+            SKIP_MIRROR,
+            pod.mirror,
+            f"annotation {MIRROR_ANNOTATION}: the API's copy of a static pod, which its "
+            "kubelet owns and brings back"
+            if pod.mirror
+            else "not a mirror pod",
         ),
         Veto(
             SKIP_OWNER_EXCLUDED,
@@ -390,6 +458,17 @@ def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
 
 _RULE_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _KIND: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
+#: The built-in kinds that own pods (a static pod's mirror is owned by its Node).
+_POD_OWNERS: Final = (
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "ReplicationController",
+    "Node",
+)
+#: Built-in workloads whose pods belong to a kind they create, and that kind.
+_OWNS_NO_POD: Final = {"Deployment": "ReplicaSet", "CronJob": "Job"}
 #: The fields of a rule in the ``--config`` file, as the operator writes them.
 SPEC_FIELDS: Final = ("name", "minAge", "phases", "reasons", "message", "ownerKinds")
 
@@ -434,9 +513,20 @@ def check_min_age(seconds: float) -> float:
 
 
 def check_kind(kind: str) -> str:
-    """``kind`` if it can name an owner kind (``ReplicaSet``); `ValueError` otherwise."""
+    """``kind`` if it can name the owner of a pod (``ReplicaSet``); `ValueError` otherwise.
+
+    Custom controllers own pods too, so an unknown kind is accepted; but a built-in kind
+    that never owns a pod itself, or a plural, would match no pod and protect nothing."""
     if not _KIND.fullmatch(kind):
         raise ValueError(f"{kind!r} is not a valid kind")
+    known = {name.casefold(): name for name in (*_POD_OWNERS, *_OWNS_NO_POD)}
+    exact = known.get(kind.casefold())
+    name = exact or known.get(kind.casefold().removesuffix("s"))
+    if name in _OWNS_NO_POD:
+        owner = _OWNS_NO_POD[name]
+        raise ValueError(f"{kind!r}: a {name} never owns a pod itself, its {owner}s do")
+    if name is not None and exact is None:
+        raise ValueError(f"{kind!r} is a plural; kinds are singular, like {name}")
     return kind
 
 

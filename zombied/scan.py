@@ -9,8 +9,9 @@ delete path. It never waits for pods to become due and never retries.
 
 from __future__ import annotations
 
-import dataclasses
+import signal
 import sys
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,11 +21,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anyio
 
 from zombied import report
-from zombied.config import format_duration
+from zombied.duration import format_duration
 from zombied.events import EventRecorder
 from zombied.kube import Kube, open_kube, pool_size
 from zombied.reaper import Outcome, Reaper
-from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, judge
+from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, Selection, judge
 from zombied.watch import Scope, list_terminal_pods, scopes_for
 
 if TYPE_CHECKING:
@@ -53,10 +54,7 @@ class Listed:
             "pod": report.pod_json(judgement.pod),
             "rule": judgement.rule,
             "minAge": format_duration(match.rule.min_age) if match is not None else None,
-            # Without a termination time there is no due time a one-off scan can give.
-            "due": report.stamp(judgement.due)
-            if judgement.due is not None and judgement.since_known
-            else None,
+            "due": report.due_stamp(judgement, match),
             "decision": str(self.decision),
         }
         if self.outcome is not None:
@@ -93,11 +91,7 @@ def _due(judgement: Judgement, decision: Decision, now: datetime) -> str:
     if decision is Decision.DELETE:
         return "now"
     match = judgement.match
-    if match is None or judgement.due is None:
-        return report.NONE
-    if not judgement.since_known:
-        return f"{format_duration(match.rule.min_age)} after seen"
-    return report.until(judgement.due, now)
+    return report.due(judgement, match, now) if match is not None else report.NONE
 
 
 def render(listed: Sequence[Listed], now: datetime, config: ScanConfig) -> str:
@@ -106,11 +100,7 @@ def render(listed: Sequence[Listed], now: datetime, config: ScanConfig) -> str:
         return report.dump([item.record() for item in listed], config.output)
     if config.output == "name":
         # kubectl's -o name, without the namespace; only what zombied would delete now.
-        return "".join(
-            f"pod/{item.judgement.pod.name}\n"
-            for item in listed
-            if item.decision is Decision.DELETE
-        )
+        return "".join(f"pod/{item.judgement.pod.name}\n" for item in _deleting(listed))
     if not listed:
         return ""
     wide = config.output == "wide"
@@ -121,32 +111,50 @@ def render(listed: Sequence[Listed], now: datetime, config: ScanConfig) -> str:
     return report.table(rows if config.no_headers else [header, *rows], skip_first=one_namespace)
 
 
+def _deleting(listed: Sequence[Listed]) -> list[Listed]:
+    return [item for item in listed if item.decision is Decision.DELETE]
+
+
 async def scan(config: ScanConfig, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """List (and with ``--delete`` reap) the due zombies; return the exit status."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     pool = pool_size(watches=0, workers=config.max_in_flight)
+    interrupted: int | None = None
     async with open_kube(
         config.kubeconfig, config.context, pool_size=pool, report_access=False
     ) as kube:
         found = await _find(kube, config)
-        due = [item for item in found.listed if item.decision is Decision.DELETE]
+        due = _deleting(found.listed)
         if config.delete and due:
-            await _reap(kube, config, due)
+            interrupted = await _reap(kube, config, due)
+        refused = kube.permissions.problems()
     out.write(render(found.listed, datetime.now(UTC), config))
     for note in found.notes(config):
         err.write(f"{note}\n")
-    failed = 0
-    if config.delete and due:
-        counts = Counter(item.outcome.outcome if item.outcome else "" for item in due)
-        failed = sum(1 for item in due if item.outcome is None or item.outcome.failed)
-        summary = (
-            f"deleted {counts['deleted']}, gone {counts['gone']}, conflict {counts['conflict']}, "
-            f"dry run {counts['dry_run']}, failed {failed}\n"
+    if not (config.delete and due):
+        out.flush()
+        return 0
+    counts = Counter(item.outcome.outcome if item.outcome else "" for item in due)
+    failed = sum(1 for item in due if item.outcome is not None and item.outcome.failed)
+    unanswered = sum(1 for item in due if item.outcome is None)
+    summary = (
+        f"deleted {counts['deleted']}, gone {counts['gone']}, conflict {counts['conflict']}, "
+        f"dry run {counts['dry_run']}, failed {failed}"
+    )
+    if interrupted is not None:
+        summary += f", not done {unanswered}"
+    (out if config.output in ("table", "wide") else err).write(summary + "\n")
+    for problem in refused:  # a one-off pass does not retry: say what to grant
+        err.write(f"zombied: error: {problem}: grant it to the account zombied runs as\n")
+    if interrupted is not None:
+        name = signal.Signals(interrupted).name
+        err.write(
+            f"zombied: interrupted by {name}: {unanswered} pod(s) not done (their DELETE was "
+            "not sent, or not answered); run the scan again to see what is left\n"
         )
-        (out if config.output in ("table", "wide") else err).write(summary)
     out.flush()
-    return 1 if failed else 0
+    return 128 + interrupted if interrupted is not None else 1 if failed else 0
 
 
 @dataclass
@@ -169,6 +177,14 @@ class _Found:
                 f"zombied: {self.waiting} more pod(s) match a rule but are not yet past its "
                 "min age; not listed (--waiting lists them)"
             )
+        spread = sorted({item.judgement.pod.namespace for item in _deleting(self.listed)})
+        if config.output == "name" and config.namespace is None and spread:
+            # kubectl's names carry no namespace: `| xargs kubectl delete` would act on the
+            # context's namespace, maybe on another pod of the same name.
+            notes.append(
+                f"zombied: -o name prints no namespace, and these pods are in namespace(s) "
+                f"{', '.join(spread)}: use the names with -n NS, one namespace at a time"
+            )
         if self.out_of_scope:
             notes.append(
                 f"zombied: {self.out_of_scope} pod(s) are outside the scope zombied works in "
@@ -180,9 +196,8 @@ class _Found:
 def _scopes(config: ScanConfig) -> tuple[Scope, ...]:
     if config.namespace is None:
         return scopes_for(config.rules.scope)
-    # -n lists one namespace whatever the scope; the judgement vetoes what is outside.
-    anywhere = dataclasses.replace(config.rules.scope, namespaces=(), exclude_namespaces=())
-    return (Scope(config.namespace, anywhere),)
+    # One namespace is listed whatever the scope: the judgement says what is outside it.
+    return (Scope(config.namespace, Selection(label_selector=config.label_selector)),)
 
 
 async def _find(kube: Kube, config: ScanConfig) -> _Found:
@@ -209,7 +224,10 @@ async def _find(kube: Kube, config: ScanConfig) -> _Found:
     return found
 
 
-async def _reap(kube: Kube, config: ScanConfig, due: list[Listed]) -> None:
+async def _reap(kube: Kube, config: ScanConfig, due: list[Listed]) -> int | None:
+    """Delete ``due`` once, each item noting its outcome; the signal number when SIGINT or
+    SIGTERM stopped it first (what was answered by then is noted all the same)."""
+    stopped_by: list[int] = []
     async with EventRecorder(kube, identity="zombied-scan") as events:
         reaper = Reaper(
             kube, qps=config.qps, burst=config.burst, dry_run=config.dry_run, events=events
@@ -221,6 +239,17 @@ async def _reap(kube: Kube, config: ScanConfig, due: list[Listed]) -> None:
                 judgement = item.judgement
                 item.outcome = await reaper.delete(judgement.pod, judgement.rule or "")
 
-        async with anyio.create_task_group() as tg:
-            for _ in range(max(1, config.max_in_flight)):
-                tg.start_soon(worker)
+        async def stop_on_signal(scope: anyio.CancelScope) -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    stopped_by.append(signum)
+                    scope.cancel()
+
+        async with anyio.create_task_group() as outer:
+            if threading.current_thread() is threading.main_thread():  # where signals arrive
+                outer.start_soon(stop_on_signal, outer.cancel_scope)
+            async with anyio.create_task_group() as tg:
+                for _ in range(max(1, config.max_in_flight)):
+                    tg.start_soon(worker)
+            outer.cancel_scope.cancel()
+    return stopped_by[0] if stopped_by else None

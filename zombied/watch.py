@@ -89,9 +89,8 @@ class Scope:
         return query
 
     def owns(self, namespace: str) -> bool:
-        if namespace in self.selection.exclude_namespaces:
-            return False
-        return self.namespace is None or namespace == self.namespace
+        listed = self.namespace is None or namespace == self.namespace
+        return listed and self.selection.excludes_namespace(namespace) is None
 
 
 def scopes_for(selection: Selection) -> tuple[Scope, ...]:
@@ -99,8 +98,7 @@ def scopes_for(selection: Selection) -> tuple[Scope, ...]:
     wanted = tuple(dict.fromkeys(selection.namespaces))
     if not wanted:
         return (Scope(None, selection),)
-    excluded = selection.exclude_namespaces
-    return tuple(Scope(ns, selection) for ns in wanted if ns not in excluded)
+    return tuple(Scope(ns, selection) for ns in wanted)
 
 
 class EventParseError(ValueError):
@@ -366,7 +364,7 @@ class Watcher:
         snapshot = snapshot_in_scope(event.object, self.scope)
         if snapshot is None:
             return event.type
-        if event.type == "DELETED" or snapshot.deleting:
+        if event.type == "DELETED":
             self.cache.remove(snapshot.key, snapshot.uid)
             return event.type
         if not snapshot.terminal:

@@ -131,6 +131,24 @@ async def api(server: Server) -> AsyncIterator[ApiClient]:
 
 
 @pytest.fixture
+async def unprivileged(
+    request: pytest.FixtureRequest, server: Server, tmp_path: Path
+) -> AsyncIterator[tuple[str, ApiClient]]:
+    """A user the server grants nothing, and a client signed in as that user."""
+    if server.sim is not None:
+        user = "unprivileged"
+        token = server.sim.add_token(user, [])
+        kubeconfig = server.sim.write_kubeconfig(tmp_path / "unprivileged", token=token)
+    elif server.name in REAL:
+        cluster = request.getfixturevalue("real_servers").get(REAL[server.name])
+        user, kubeconfig = cluster.unprivileged_kubeconfig()
+    else:
+        pytest.skip(f"no user without permissions on {server.name}")
+    async with await config.new_client_from_config(str(kubeconfig)) as api_client:
+        yield user, api_client
+
+
+@pytest.fixture
 def core(api: ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(api)
 

@@ -15,6 +15,7 @@ from tests.contract.conftest import (
     by_version,
     checked,
     make_pod,
+    pod_manifest,
     raw,
     refused,
     set_phase,
@@ -190,6 +191,27 @@ async def test_a_pod_deleted_at_once_is_modified_then_deleted(
     assert answer["metadata"]["deletionTimestamp"] == marked["deletionTimestamp"]
     assert answer["metadata"]["deletionGracePeriodSeconds"] == 0
     assert not await exists(core, namespace, "p")
+
+
+async def test_a_finalizer_holds_a_deleted_pod_until_it_is_removed(
+    api: ApiClient, core: client.CoreV1Api, namespace: str
+) -> None:
+    body = pod_manifest("held")
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    await core.create_namespaced_pod(namespace, body)
+    rv = (await set_phase(core, namespace, "held", "Failed"))["metadata"]["resourceVersion"]
+    answer = await delete_raw(core, namespace, "held")
+    assert answer["metadata"]["deletionTimestamp"]
+    assert answer["metadata"]["deletionGracePeriodSeconds"] == 0
+    held = await core.read_namespaced_pod("held", namespace)
+    assert held.metadata.deletion_timestamp is not None
+    # A pod being deleted takes no new finalizer; removing the last one deletes it.
+    more = {"metadata": {"finalizers": ["example.com/hold", "example.com/late"]}}
+    await refused(core.patch_namespaced_pod("held", namespace, more), 422)
+    await core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": None}})
+    assert not await exists(core, namespace, "held")
+    events = await _watch_from(api, namespace, rv, until=2)
+    assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
 
 
 async def test_a_grace_period_can_only_be_shortened(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -153,6 +154,16 @@ async def test_get_pods(ctl: Kubectl, core: client.CoreV1Api, namespace: str) ->
     assert names.split() == ["pod/beta"]
     data = json.loads(await ctl("get", "pods", "-n", namespace, "-o", "json"))
     assert sorted(p["metadata"]["name"] for p in data["items"]) == ["alpha", "beta"]
+
+
+async def test_create_namespace(ctl: Kubectl, core: client.CoreV1Api) -> None:
+    # kubectl sends this one as protobuf, and never retries it as JSON.
+    name = "zc-" + secrets.token_hex(4)
+    assert f"namespace/{name} created" in await ctl("create", "namespace", name)
+    try:
+        assert (await core.read_namespace(name)).status.phase == "Active"
+    finally:
+        await core.delete_namespace(name)
 
 
 async def test_apply_creates_then_patches(

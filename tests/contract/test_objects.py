@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from tests.contract.conftest import make_pod, pod_manifest, raw, refused
+from tests.contract.conftest import checked, make_pod, pod_manifest, raw, refused
 
 
 async def test_get_missing_pod_is_not_found(core: client.CoreV1Api, namespace: str) -> None:
@@ -35,6 +35,38 @@ async def test_create_sets_uid_rv_timestamp_and_pending_status(
     assert meta["creationTimestamp"].endswith("Z")
     assert meta["namespace"] == namespace
     assert pod["status"]["phase"] == "Pending"
+
+
+@pytest.mark.parametrize("given", [None, "2001-01-01T00:00:00Z"], ids=["null", "dated"])
+async def test_creation_timestamp_is_the_servers(
+    core: client.CoreV1Api, namespace: str, given: str | None
+) -> None:
+    # kubectl run sends creationTimestamp: null; the server dates every object itself.
+    body = pod_manifest("dated")
+    body["metadata"]["creationTimestamp"] = given
+    pod = await checked(await core.create_namespaced_pod(namespace, body, _preload_content=False))
+    created = pod["metadata"]["creationTimestamp"]
+    home = await core.read_namespace(namespace)
+    assert isinstance(created, str)
+    assert created != given
+    assert created >= home.metadata.creation_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.parametrize(
+    ("resource", "name"),
+    [("pods", "Web-0"), ("pods", "web_0"), ("pods", "x" * 254), ("namespaces", "team.a")],
+    ids=["uppercase", "underscore", "too-long", "namespace-with-a-dot"],
+)
+async def test_a_name_the_api_does_not_allow_is_invalid(
+    core: client.CoreV1Api, namespace: str, resource: str, name: str
+) -> None:
+    if resource == "pods":
+        request = core.create_namespaced_pod(namespace, pod_manifest(name))
+    else:
+        request = core.create_namespace({"metadata": {"name": name}})
+    status = await refused(request, 422)
+    assert status["reason"] == "Invalid"
+    assert [cause["field"] for cause in status["details"]["causes"]] == ["metadata.name"]
 
 
 async def test_create_with_generate_name(core: client.CoreV1Api, namespace: str) -> None:
@@ -146,6 +178,35 @@ async def test_a_request_the_server_cannot_serve_is_a_status(
     status: dict[str, Any] = json.loads(answer)
     assert status["kind"] == "Status"
     assert reason is None or status["reason"] == reason
+
+
+async def test_a_request_rbac_does_not_allow_is_forbidden_naming_it(
+    unprivileged: tuple[str, ApiClient], namespace: str
+) -> None:
+    user, api = unprivileged
+    who = f'User "{user}" cannot'
+    in_ns = f'in the namespace "{namespace}"'
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/zombied"
+    status_path = f"/api/v1/namespaces/{namespace}/pods/web-0/status"
+    cases = [
+        ("GET", f"/api/v1/namespaces/{namespace}/pods", None, {"kind": "pods"},
+         f'pods is forbidden: {who} list resource "pods" in API group "" {in_ns}'),
+        ("GET", "/api/v1/pods", None, {"kind": "pods"},
+         f'pods is forbidden: {who} list resource "pods" in API group "" at the cluster scope'),
+        ("GET", lease, None,
+         {"name": "zombied", "group": "coordination.k8s.io", "kind": "leases"},
+         f'leases.coordination.k8s.io "zombied" is forbidden: {who} get resource "leases" '
+         f'in API group "coordination.k8s.io" {in_ns}'),
+        ("PATCH", status_path, {"status": {}}, {"name": "web-0", "kind": "pods"},
+         f'pods "web-0" is forbidden: {who} patch resource "pods/status" in API group "" '
+         f"{in_ns}"),
+    ]  # fmt: skip
+    for method, path, body, details, message in cases:
+        merge = "application/merge-patch+json" if body is not None else None
+        code, answer = await raw(api, method, path, body=body, content_type=merge)
+        status = json.loads(answer)
+        assert (code, status["reason"], status["details"]) == (403, "Forbidden", details)
+        assert status["message"] == message
 
 
 async def test_request_without_credentials_is_refused(server: Any) -> None:

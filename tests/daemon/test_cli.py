@@ -84,7 +84,7 @@ async def test_scan_failure_is_one_line_exit_1(
     sim: Simulator, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sim.faults.add_error("list", "pods", status=403)
-    argv = ["scan", "--kubeconfig", str(kubeconfig)]
+    argv = ["scan", "-A", "--kubeconfig", str(kubeconfig)]
     assert await anyio.to_thread.run_sync(main, argv) == 1
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1
@@ -192,7 +192,7 @@ async def test_a_taken_listen_port_is_one_line_exit_2(sim: Simulator, kubeconfig
 @pytest.mark.subprocess
 async def test_scan_process_exit_codes(sim: Simulator, kubeconfig: Path) -> None:
     zombied = str(Path(PYTHON).with_name("zombied"))
-    base = [zombied, "scan", "--kubeconfig", str(kubeconfig), "--min-age", "0s"]
+    base = [zombied, "scan", "-A", "--kubeconfig", str(kubeconfig), "--min-age", "0s"]
     empty = await anyio.run_process(base, check=False)
     assert (empty.returncode, empty.stdout, empty.stderr) == (0, b"", b"No zombie pods found.\n")
     sim.store.create("pods", zombie("web-1"))
@@ -203,3 +203,69 @@ async def test_scan_process_exit_codes(sim: Simulator, kubeconfig: Path) -> None
     failed = await anyio.run_process([*base, "--delete"], check=False)
     assert failed.returncode == 1
     assert "failed 1" in failed.stdout.decode()
+
+
+def interruptible(argv: list[str]) -> subprocess.Popen[str]:
+    """A process that dies of SIGINT unless it handles it, whatever the test runner ignores."""
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )
+
+
+@pytest.mark.subprocess
+async def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    # Reading the configuration from a FIFO holds start-up at a known place.
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    process = interruptible([PYTHON, "-m", "zombied", "run", "--config", str(fifo)])
+    try:
+
+        def reading() -> int | None:
+            try:  # succeeds once zombied has the FIFO open for reading
+                return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                return None
+
+        writer = await eventually(reading, timeout=60)
+        assert isinstance(writer, int)
+        # Blocked in read(2): a signal just before it would wait for the read to end.
+        wchan = Path(f"/proc/{process.pid}/wchan")
+        await eventually(lambda: "pipe_read" in wchan.read_text(encoding="utf-8"), timeout=60)
+        process.send_signal(signal.SIGINT)
+        _, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=60))
+        os.close(writer)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130
+    assert "Traceback" not in err
+
+
+@pytest.mark.subprocess
+async def test_ctrl_c_during_scan_delete_says_what_was_done(
+    sim: Simulator, kubeconfig: Path
+) -> None:
+    for name in ("a", "b", "c"):
+        sim.store.create("pods", zombie(name))
+    argv = [PYTHON, "-m", "zombied", "scan", "-A", "--delete", "--kubeconfig", str(kubeconfig)]
+    # One token: the first DELETE goes at once, the next waits ten seconds for its token.
+    argv += ["--min-age", "0s", "--qps", "0.1", "--burst", "1", "--max-in-flight", "1"]
+    process = interruptible(argv)
+    try:
+        await eventually(lambda: len(sim.deleted) == 1, timeout=60)
+        process.send_signal(signal.SIGINT)
+        out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=60))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130
+    assert out.splitlines()[-1] == "deleted 1, gone 0, conflict 0, dry run 0, failed 0, not done 2"
+    assert "interrupted by SIGINT: 2 pod(s) not done" in err
+    assert "Traceback" not in err
+    assert len(sim.deleted) == 1

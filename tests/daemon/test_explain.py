@@ -107,14 +107,14 @@ class TestDecisions:
             first.summary
             == later.summary
             == (
-                "delete it 30s after zombied first sees it terminal: rule node-shutdown matches, "
+                "delete it 30s after first seen: rule node-shutdown matches, "
                 "and the pod carries no termination time (no container finishedAt, no "
                 "DisruptionTarget or Ready condition) to count its min age from"
             )
         )
         table = RENDERERS["table"](first)
         assert "Terminal:   unknown: no container finishedAt" in table
-        assert "MATCH     min age 30s, due 30s after zombied first sees it terminal" in table
+        assert "MATCH     min age 30s, due 30s after first seen" in table
         result = as_json(first)
         assert (result["due"], checks(result)["node-shutdown"]["due"]) == (None, None)
         assert result["pod"]["terminatedAt"] is None
@@ -147,6 +147,23 @@ class TestDecisions:
         if skip == "not-terminal":
             mismatch = checks(result)["node-shutdown"]["mismatch"]
             assert mismatch == "phase Running is not Failed or Succeeded"
+
+    def test_a_rule_that_does_not_match_gives_no_due_time(self, config: ConfigFactory) -> None:
+        cfg = config(command="explain", rules=DEFAULT_RULES)
+        result = yaml.safe_load(RENDERERS["yaml"](explain(admission("web-1"), cfg, NOW)))
+        due = {name: check["due"] for name, check in checks(result).items()}
+        assert due["node-shutdown"] is None
+        assert due["admission-rejected"] == result["due"] is not None
+
+    @pytest.mark.parametrize(("value", "says"), [("yes", True), ("", True), ("true", False)])
+    def test_a_keep_value_not_understood_is_said_and_kept(
+        self, config: ConfigFactory, value: str, says: bool
+    ) -> None:
+        obj = stored(zombie("web-4", annotations={"zombied.io/keep": value}))
+        result = explained(obj, config, rules=DEFAULT_RULES)
+        assert (result["decision"], result["skip"]) == ("keep", "keep-annotation")
+        (keep,) = [veto for veto in result["vetoes"] if veto["name"] == "keep-annotation"]
+        assert ("not understood" in keep["evidence"]) is says
 
     @pytest.mark.parametrize(
         ("settings", "why"),
@@ -278,8 +295,9 @@ async def test_cli_exit_codes(
     assert json.loads(capsys.readouterr().out)["rule"] == "admission-rejected"
     assert await cli("team-a/nope", "--kubeconfig", str(kubeconfig)) == 1
     assert capsys.readouterr().err.startswith("zombied: error: pod team-a/nope not found")
-    assert await cli("nope", "--kubeconfig", str(kubeconfig)) == 2
-    assert "which namespace is pod 'nope' in?" in capsys.readouterr().err
+    # Without a namespace, kubectl's: the context's (the simulator's has none: default).
+    assert await cli("nope", "--kubeconfig", str(kubeconfig)) == 1
+    assert capsys.readouterr().err.startswith("zombied: error: pod default/nope not found")
 
 
 async def test_n_is_the_namespace_of_the_pod_as_in_kubectl(

@@ -33,7 +33,11 @@ async def run_scan(
     sim: Simulator, config: ConfigFactory, **changes: object
 ) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    settings: dict[str, object] = {"rules": RuleSet((Rule("node-shutdown", 30.0),))}
+    # Every namespace (-A) unless a test names one: the simulator's pods are in several.
+    settings: dict[str, object] = {
+        "rules": RuleSet((Rule("node-shutdown", 30.0),)),
+        "namespace": None,
+    }
     settings.update(changes)
     code = await scan(config(command="scan", **settings), out, err)
     return code, out.getvalue(), err.getvalue()
@@ -145,10 +149,43 @@ async def test_failed_delete_exits_1(sim: Simulator, config: ConfigFactory, tmp_
     cluster(sim)
     token = sim.add_token("reader", [PolicyRule(("",), ("pods",), ("list",))])
     kubeconfig = sim.write_kubeconfig(tmp_path / "reader", token=token)
-    code, out, _ = await run_scan(sim, config, delete=True, kubeconfig=str(kubeconfig))
+    code, out, err = await run_scan(sim, config, delete=True, kubeconfig=str(kubeconfig))
     assert code == 1
     assert out.splitlines()[-1] == "deleted 0, gone 0, conflict 0, dry run 0, failed 2"
     assert sim.deleted == []
+    # Not retried, so said plainly: not permitted, and which rule to grant.
+    refusals = [line for line in err.splitlines() if line.startswith("zombied: error: ")]
+    assert len(refusals) == 2
+    assert all("missing RBAC rule: delete pods in namespace team-" in line for line in refusals)
+
+
+def set_namespace(kubeconfig: Path, namespace: str) -> None:
+    """Give the kubeconfig's context a namespace, as `kubectl config set-context` does."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["contexts"][0]["context"]["namespace"] = namespace
+    kubeconfig.write_text(yaml.safe_dump(config))
+
+
+async def test_the_namespace_is_kubectls(sim: Simulator, kubeconfig: Path) -> None:
+    cluster(sim)
+    set_namespace(kubeconfig, "team-b")
+    out = io.StringIO()
+    config = load_config("scan", ["--kubeconfig", str(kubeconfig), "-o", "json"], {})
+    assert await scan(config, out, io.StringIO()) == 0
+    assert [record["pod"]["name"] for record in json.loads(out.getvalue())] == ["db-0"]
+    assert {r.namespace for r in sim.requests if r.verb == "list"} == {"team-b"}
+
+
+async def test_names_of_several_namespaces_are_said_to_be_ambiguous(
+    sim: Simulator, config: ConfigFactory
+) -> None:
+    cluster(sim)
+    code, out, err = await run_scan(sim, config, output="name")
+    assert (code, out) == (0, "pod/web-1\npod/db-0\n")
+    assert "-o name prints no namespace" in err
+    assert "team-a, team-b" in err
+    _, out, err = await run_scan(sim, config, output="name", namespace="team-b")
+    assert (out, err) == ("pod/db-0\n", "")
 
 
 async def test_unreachable_server_is_a_one_line_failure(
@@ -183,7 +220,8 @@ def shutdown(name: str, *, ago: float | None = 300.0, **fields: Any) -> PodSnaps
 
 
 def render_as(items: list[Listed], *argv: str) -> str:
-    config = load_config("scan", argv, {})
+    """The report of ``zombied scan ARGV`` (of every namespace, without ``-n``)."""
+    config = load_config("scan", argv if "-n" in argv else ("-A", *argv), {})
     assert isinstance(config, ScanConfig)
     return render(items, NOW, config)
 
@@ -242,8 +280,8 @@ def test_due_column_of_waiting_pods() -> None:
     assert [(row.split()[1], row.split("   ")[-1].strip()) for row in rows] == [
         ("due", "now"),
         ("young", "in 45s"),
-        ("unknown", "1m after seen"),
-        ("bare", "1m after seen"),
+        ("unknown", "1m after first seen"),
+        ("bare", "1m after first seen"),
     ]
     assert rows[3].split()[:7] == [
         "b",

@@ -28,7 +28,7 @@ def test_cluster_scope_watches_terminal_pods_and_excludes_namespaces_server_side
 
 
 def test_namespaced_scopes_one_per_namespace() -> None:
-    scopes = scopes_for(Selection(("a", "b", "a", "x"), ("x",)))
+    scopes = scopes_for(Selection(("a", "b", "a")))
     assert [scope.label for scope in scopes] == ["a", "b"]
     assert scopes[0].query == {"fieldSelector": TERMINAL_FIELD_SELECTOR}
     assert scopes[0].owns("a")

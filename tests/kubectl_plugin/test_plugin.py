@@ -157,3 +157,12 @@ async def test_explain_a_pod_by_namespace_and_name(cluster: Cluster) -> None:
     code, _, err = await kubectl("explain", "missing", kubeconfig=cluster.kubeconfig)
     assert code == 1
     assert "pod default/missing not found" in err
+
+
+async def test_zombied_scan_takes_the_same_namespace(cluster: Cluster) -> None:
+    for context in ((), ("--context", "team")):
+        code, by_plugin, err = await kubectl(*context, "-o", "name", kubeconfig=cluster.kubeconfig)
+        assert code == 0, err
+        argv = [str(BIN / "zombied"), "scan", *context, "-o", "name"]
+        direct = await anyio.run_process([*argv, f"--kubeconfig={cluster.kubeconfig}"])
+        assert direct.stdout.decode() == by_plugin != ""

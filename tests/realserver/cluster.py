@@ -170,6 +170,9 @@ class RealCluster:
 
     # ------------------------------------------------------------------ start/stop
 
+    #: The subject alternative names of the serving certificate.
+    serving_names: tuple[str, ...] = ("IP:127.0.0.1", "DNS:localhost")
+
     @property
     def name(self) -> str:
         return self.release.name
@@ -261,36 +264,41 @@ class RealCluster:
         (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
         port = free_port()
         self.url = f"https://127.0.0.1:{port}"
-        d = self.workdir
         apiserver = self._spawn(
             "kube-apiserver",
             [
                 str(binary_dir(self.release.version) / "bin" / "kube-apiserver"),
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--cert-dir={d / 'certs'}",
-                f"--tls-cert-file={d / 'serving.crt'}",
-                f"--tls-private-key-file={d / 'serving.key'}",
-                f"--token-auth-file={d / 'tokens.csv'}",
-                "--authorization-mode=RBAC",
-                f"--service-account-key-file={d / 'sa.pub'}",
-                f"--service-account-signing-key-file={d / 'sa.key'}",
-                "--service-account-issuer=https://kubernetes.default.svc",
-                # No controller-manager creates the "default" ServiceAccount.
-                "--disable-admission-plugins=ServiceAccount",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--endpoint-reconciler-type=none",
-                # The real server's request log: who sent which write, what came back.
-                f"--audit-policy-file={d / 'audit-policy.yaml'}",
-                f"--audit-log-path={d / 'audit.log'}",
-                "--profiling=false",
-                "--v=0",
+                *self._apiserver_flags(etcd_url, port),
                 *self.release.apiserver_flags,
             ],
         )
         self._wait(apiserver, self._ready, "/readyz ok")
+
+    def _apiserver_flags(self, etcd_url: str, port: int) -> list[str]:
+        d = self.workdir
+        return [
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={d / 'certs'}",
+            f"--tls-cert-file={d / 'serving.crt'}",
+            f"--tls-private-key-file={d / 'serving.key'}",
+            f"--token-auth-file={d / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={d / 'sa.pub'}",
+            f"--service-account-signing-key-file={d / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            # No controller-manager creates the "default" ServiceAccount.
+            "--disable-admission-plugins=ServiceAccount",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--endpoint-reconciler-type=none",
+            # The real server's request log: who sent which write, what came back.
+            f"--audit-policy-file={d / 'audit-policy.yaml'}",
+            f"--audit-log-path={d / 'audit.log'}",
+            "--profiling=false",
+            "--v=0",
+        ]
 
     def _ready(self) -> bool:
         try:
@@ -321,7 +329,7 @@ class RealCluster:
                 "-subj",
                 "/CN=kube-apiserver",
                 "-addext",
-                "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                "subjectAltName=" + ",".join(self.serving_names),
             ],
             check=True,
             capture_output=True,

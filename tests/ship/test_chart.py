@@ -80,47 +80,39 @@ def test_chart_renders_what_kustomize_renders(mode: str, tmp_path: Path) -> None
         assert rendered[key] == obj, f"{'/'.join(key)} differs between helm and kustomize"
 
 
-#: A bad value, and what helm says about it (values.schema.json).
+#: A bad value, and where helm's refusal (values.schema.json) must point: the value's
+#: path in the values, or the key it does not know.
 BAD_VALUES = {
-    "negative replicas": (("--set", "replicaCount=-1"), "at '/replicaCount': minimum: got -1"),
-    "fractional replicas": (("--set-json", "replicaCount=1.5"), "at '/replicaCount'"),
-    "unknown mode": (
-        ("--set", "mode=everywhere"),
-        "at '/mode': value must be one of 'cluster', 'namespaced'",
-    ),
-    "numeric image tag": (("--set", "image.tag=1"), "at '/image/tag': got number, want string"),
-    "unknown key": (("--set", "replicas=3"), "additional properties 'replicas' not allowed"),
-    "unknown nested key": (("--set", "image.name=x"), "additional properties 'name' not allowed"),
-    "namespaced without namespaces": (
-        ("--set", "mode=namespaced"),
-        "at '/namespaces': minItems: got 0, want 1",
-    ),
+    "negative replicas": (("--set", "replicaCount=-1"), "/replicaCount"),
+    "fractional replicas": (("--set-json", "replicaCount=1.5"), "/replicaCount"),
+    "unknown mode": (("--set", "mode=everywhere"), "/mode"),
+    "numeric image tag": (("--set", "image.tag=1"), "/image/tag"),
+    "unknown key": (("--set", "replicas=3"), "'replicas'"),
+    "unknown nested key": (("--set", "image.name=x"), "'name'"),
+    "namespaced without namespaces": (("--set", "mode=namespaced"), "/namespaces"),
     "bad namespace": (
         ("--set", "mode=namespaced", "--set", "namespaces={Team_A}"),
-        "at '/namespaces/0': 'Team_A' does not match pattern",
+        "/namespaces/0",
     ),
-    "cluster with namespaces": (
-        ("--set", "namespaces={team-a}"),
-        "at '/namespaces': maxItems: got 1, want 0",
-    ),
+    "cluster with namespaces": (("--set", "namespaces={team-a}"), "/namespaces"),
     "two priority classes": (
         ("--set", "priorityClass.create=true", "--set", "priorityClassName=high"),
-        "at '/priorityClassName': value must be ''",
+        "/priorityClassName",
     ),
     "cpu limit of the wrong shape": (
         ("--set", "resources.limits.cpu=lots"),
-        "at '/resources/limits/cpu': 'lots' does not match pattern",
+        "/resources/limits/cpu",
     ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_VALUES))
 @pytest.mark.parametrize("command", ["lint", "template"])
-def test_bad_values_are_refused(command: str, case: str) -> None:
-    values, message = BAD_VALUES[case]
+def test_bad_values_are_refused_naming_the_value(command: str, case: str) -> None:
+    values, where = BAD_VALUES[case]
     result = helm.run([command, str(helm.CHART), *values])
     assert result.returncode != 0, f"helm {command} accepted {values}"
-    assert message in result.stdout + result.stderr
+    assert where in result.stdout + result.stderr
 
 
 def test_values_reach_the_objects() -> None:

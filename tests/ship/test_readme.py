@@ -1,17 +1,16 @@
 """The README and the pages under docs/ say what the code does.
 
-The README opens with the two commands that work on a fresh machine and fits on a few
-screens; the generated sections (option, rules and metrics references) are the ones
-the code generates, wherever they are; every relative link resolves to a file and
-heading that exist; every flag, environment variable, ``zombied`` command line and
-config file shown is accepted by the real option parser.
+The generated sections (option, rules and metrics references) are the ones the code
+generates, wherever they are; every relative link resolves to a file and heading that
+exist; every ``make`` target, flag, environment variable, log event, ``zombied``
+command line and config file shown is one the Makefile, the option parser or the code
+has.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -20,12 +19,11 @@ from zombied.config import OPTIONS, build_parser, load_config
 
 from . import readme_sections
 from .manifests import ROOT
+from .markdown import anchors, code_blocks, links
 
 README = ROOT / "README.md"
 #: Every markdown file ``make docs`` renders: the README and the pages under docs/.
 DOCUMENTS = (README, *sorted((ROOT / "docs").glob("**/*.md")))
-#: The README is the front page: the rest goes to docs/.
-README_MAX_LINES = 350
 COMMANDS_WITH_OPTIONS = ("run", "scan", "explain")
 #: Flags the docs mention that belong to other programs.
 FOREIGN_FLAGS = frozenset(
@@ -53,49 +51,15 @@ def _id(path: Path) -> str:
     return str(path.relative_to(ROOT))
 
 
-def _code_blocks(text: str, language: str = "[a-z]*") -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
-
-
-def _prose(text: str) -> str:
-    """``text`` without its fenced code blocks (a ``# comment`` there is no heading)."""
-    return re.sub(r"^```.*?^```", "", text, flags=re.DOTALL | re.MULTILINE)
-
-
-def _anchors(text: str) -> set[str]:
-    """GitHub's anchors for the headings of a markdown ``text``."""
-    anchors: set[str] = set()
-    for heading in re.findall(r"^#+ +(.+?) *$", _prose(text), flags=re.MULTILINE):
-        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
-        anchor, n = slug, 0
-        while anchor in anchors:  # GitHub numbers repeated headings: x, x-1, x-2
-            n += 1
-            anchor = f"{slug}-{n}"
-        anchors.add(anchor)
-    return anchors
-
-
-def _links(text: str) -> Iterator[str]:
-    """The targets of the markdown links and images of ``text``, outside code."""
-    prose = re.sub(r"`[^`\n]*`", "", _prose(text))
-    yield from re.findall(r"\]\(([^)\s]+)\)", prose)
-
-
-@pytest.fixture(scope="module")
-def readme() -> str:
-    return README.read_text(encoding="utf-8")
-
-
-def test_opens_with_demo_and_test(readme: str) -> None:
-    first_block = _code_blocks(readme.split("\n## ", 1)[0])[0]
-    commands = [line.split("#")[0].strip() for line in first_block.splitlines()]
-    assert commands[:2] == ["make demo", "make test"]
-    assert readme.index("make test") < readme.index("\n## ")
-
-
-def test_readme_fits_its_budget(readme: str) -> None:
-    lines = readme.count("\n")
-    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail to docs/"
+@pytest.mark.parametrize("path", DOCUMENTS, ids=_id)
+def test_every_make_target_shown_exists(path: Path) -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][a-z0-9-]*):", makefile, flags=re.MULTILINE))
+    text = path.read_text(encoding="utf-8")
+    shown = set(re.findall(r"`make ([a-z][a-z0-9-]*)", text))
+    for block in code_blocks(text, "sh"):
+        shown |= set(re.findall(r"^make ([a-z][a-z0-9-]*)", block, flags=re.MULTILINE))
+    assert shown <= targets, f"{_id(path)} shows make targets the Makefile lacks"
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_id)
@@ -118,14 +82,14 @@ def test_every_generated_section_is_published() -> None:
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_id)
 def test_relative_links_resolve(path: Path) -> None:
     broken = []
-    for link in _links(path.read_text(encoding="utf-8")):
+    for link in links(path.read_text(encoding="utf-8")):
         if re.match(r"[a-z]+:", link):
             continue  # https:, mailto:
         target, _, anchor = unquote(link).partition("#")
         page = (path.parent / target).resolve() if target else path
         if not page.exists() or ROOT not in (page, *page.parents):
             broken.append(f"{link}: no file {target}")
-        elif anchor and anchor not in _anchors(page.read_text(encoding="utf-8")):
+        elif anchor and anchor not in anchors(page.read_text(encoding="utf-8")):
             broken.append(f"{link}: no heading #{anchor} in {_id(page)}")
     assert not broken, f"{_id(path)}: {broken}"
 
@@ -150,9 +114,21 @@ def test_every_environment_variable_mentioned_exists(path: Path) -> None:
     assert mentioned <= known, sorted(mentioned - known)
 
 
+#: zombied's log events, by the prefixes they take (``pod.reaped``, ``api.forbidden``...).
+_EVENT = r"(?:api|daemon|event|http|leader|pod|watch)\.[a-z_]+"
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=_id)
+def test_every_log_event_mentioned_is_one_zombied_logs(path: Path) -> None:
+    code = "\n".join(p.read_text("utf-8") for p in (ROOT / "zombied").glob("*.py"))
+    logged = set(re.findall(rf'"({_EVENT})"', code))
+    mentioned = set(re.findall(rf"`({_EVENT})`", path.read_text("utf-8")))
+    assert mentioned <= logged, f"{_id(path)} names events zombied never logs"
+
+
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_id)
 def test_every_zombied_command_line_shown_parses(path: Path) -> None:
-    for block in _code_blocks(path.read_text("utf-8"), "sh"):
+    for block in code_blocks(path.read_text("utf-8"), "sh"):
         for line in block.splitlines():
             if not line.startswith("zombied "):
                 continue
@@ -165,7 +141,7 @@ def test_every_zombied_command_line_shown_parses(path: Path) -> None:
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_id)
 def test_every_config_file_shown_loads(path: Path, tmp_path: Path) -> None:
-    for index, block in enumerate(_code_blocks(path.read_text("utf-8"), "yaml")):
+    for index, block in enumerate(code_blocks(path.read_text("utf-8"), "yaml")):
         if block.startswith(FOREIGN_YAML):
             continue
         config_file = tmp_path / f"config-{index}.yaml"

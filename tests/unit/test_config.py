@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,12 @@ from zombied.config import (
     RunConfig,
     ScanConfig,
     build_parser,
-    format_duration,
     load_config,
-    parse_duration,
     parse_label_selector,
 )
-from zombied.errors import ConfigError
+from zombied.duration import format_duration, parse_duration
+from zombied.errors import ConfigError, Source
+from zombied.kubectl import context_namespace
 from zombied.rules import Rule, RuleSet, Selection
 
 
@@ -48,12 +49,17 @@ def explain(*argv: str, env: dict[str, str] | None = None) -> ExplainConfig:
     return config
 
 
-def error(*argv: str, env: dict[str, str] | None = None, command: str = "run") -> str:
+def failure(*argv: str, env: dict[str, str] | None = None, command: str = "run") -> ConfigError:
+    """The configuration error of ``zombied COMMAND ARGV``; its line is one line."""
     with pytest.raises(ConfigError) as info:
         load_config(command, argv, env or {})
-    message = str(info.value)
-    assert "\n" not in message
-    return message
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+def fault(error: ConfigError) -> tuple[str | None, Source | None, str | None, int | None]:
+    """What a configuration error names: option, source, where, line."""
+    return error.option, error.source, error.where, error.line
 
 
 def write(tmp_path: Path, text: str) -> str:
@@ -62,12 +68,12 @@ def write(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-def file_error(tmp_path: Path, text: str, command: str = "run") -> str:
-    """The error of a file, without the ``--config PATH: `` every such error starts with."""
+def file_error(tmp_path: Path, text: str, command: str = "run") -> ConfigError:
+    """The error of a file: it names the file as its source."""
     path = write(tmp_path, text)
-    message = error("--config", path, command=command)
-    assert message.startswith(f"--config {path}: ")
-    return message.removeprefix(f"--config {path}: ")
+    error = failure("--config", path, command=command)
+    assert (error.source, error.where) == (Source.FILE, path)
+    return error
 
 
 class TestDefaults:
@@ -89,8 +95,47 @@ class TestDefaults:
 
     def test_scan(self) -> None:
         config = scan()
-        assert (config.command, config.namespace, config.output) == ("scan", None, "table")
+        assert (config.command, config.namespace, config.output) == ("scan", "default", "table")
         assert (config.delete, config.waiting, config.no_headers) == (False, False, False)
+
+
+class TestKubectlNamespace:
+    """scan and explain work in the namespace kubectl would: -n, else the context's."""
+
+    @staticmethod
+    def kubeconfig(tmp_path: Path, name: str, text: str) -> str:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return str(path)
+
+    def test_the_context_namespace_is_scans_and_explains_default(self, tmp_path: Path) -> None:
+        path = self.kubeconfig(
+            tmp_path,
+            "config",
+            "current-context: a\ncontexts:\n- {name: a, context: {namespace: shop}}\n"
+            "- {name: b, context: {}}\n",
+        )
+        assert scan("--kubeconfig", path).namespace == "shop"
+        assert scan("--kubeconfig", path, "--context", "b").namespace == "default"
+        assert scan("--kubeconfig", path, "-A").namespace is None
+        assert scan("--kubeconfig", path, "-n", "ops").namespace == "ops"
+        assert explain("web-0", env={"KUBECONFIG": path}).target == ("shop", "web-0")
+        assert explain("ops/web-0", env={"KUBECONFIG": path}).target == ("ops", "web-0")
+
+    def test_kubeconfig_files_merge_as_in_kubectl(self, tmp_path: Path) -> None:
+        first = self.kubeconfig(tmp_path, "a", "contexts: [{name: a, context: {namespace: shop}}]")
+        second = self.kubeconfig(
+            tmp_path, "b", "current-context: a\ncontexts: [{name: a, context: {namespace: x}}]"
+        )
+        broken = self.kubeconfig(tmp_path, "broken", "{not yaml")
+        listed = os.pathsep.join([broken, str(tmp_path / "missing"), first, second])
+        assert context_namespace(None, None, {"KUBECONFIG": listed}) == "shop"
+        assert context_namespace(None, "b", {"KUBECONFIG": listed}) == "default"
+        assert context_namespace(None, None, {}) == "default"
+        home = tmp_path / "home"
+        (home / ".kube").mkdir(parents=True)
+        self.kubeconfig(home / ".kube", "config", Path(second).read_text(encoding="utf-8"))
+        assert context_namespace(None, None, {"HOME": str(home)}) == "x"
 
     @pytest.mark.parametrize(
         ("config_type", "absent"),
@@ -226,9 +271,9 @@ class TestValues:
         ],
     )
     def test_not_a_label_selector(self, selector: str) -> None:
-        assert error(f"--label-selector={selector}").startswith(
-            "--label-selector: invalid label selector: "
-        )
+        error = failure(f"--label-selector={selector}")
+        assert fault(error) == ("--label-selector", Source.FLAG, None, None)
+        assert error.problem.startswith("invalid label selector: ")
 
 
 #: Every option of ``run`` once, one flag (and its value) a line.
@@ -314,7 +359,6 @@ class TestFlags:
             (("--listen", "[::1]:65535"), "listen_host", "::1"),
             (("--listen", "[::1]:65535"), "listen_port", 65535),
             (("--listen", "localhost:0"), "listen_port", 0),
-            (("--namespaces", ""), "namespaces", ()),
             (("--qps", "1", "--qps", "2"), "qps", 2.0),  # the last flag wins
             (("--selector", "app"), "label_selector", "app"),
             (("--rules", "evicted=0", "--min-age", "1h"), "rules", RuleSet((Rule("evicted", 0),))),
@@ -359,117 +403,131 @@ class TestFlags:
 
 
 class TestFlagErrors:
+    """Each error names the option at fault and its source; the problem says what is wrong."""
+
     @pytest.mark.parametrize(
-        ("argv", "message"),
+        ("argv", "option", "problem"),
         [
-            (("--qps", "abc"), "--qps: must be a number > 0, got 'abc'"),
-            (("--qps", "0"), "--qps: must be a number > 0, got '0'"),
-            (("--qps", "nan"), "--qps: must be a number > 0, got 'nan'"),
-            (("--burst", "1.5"), "--burst: must be a whole number >= 1, got '1.5'"),
-            (("--max-in-flight", "x"), "--max-in-flight: must be a whole number >= 1, got 'x'"),
-            (("--min-age", "soon"), "--min-age: must be a duration like"),
+            (("--qps", "abc"), "--qps", "must be a number > 0"),
+            (("--qps", "0"), "--qps", "must be a number > 0"),
+            (("--qps", "nan"), "--qps", "must be a number > 0"),
+            (("--burst", "1.5"), "--burst", "must be a whole number >= 1"),
+            (("--max-in-flight", "x"), "--max-in-flight", "must be a whole number >= 1"),
+            (("--min-age", "soon"), "--min-age", "must be a duration like"),
             # A value that looks like a flag is the option's to refuse.
-            (("--min-age", "-1s"), "--min-age: must be a duration >= 0, got '-1s'"),
-            (("--min-age", "-5m"), "--min-age: must be a duration >= 0, got '-5m'"),
-            (("--drain-timeout", "1d"), "--drain-timeout: must be a duration like"),
-            (
-                ("--rules", "bogus"),
-                "--rules: unknown rule 'bogus': a built-in (node-shutdown, admission-rejected, ",
-            ),
-            (("--rules", "failed,failed"), "--rules: rule 'failed' is listed more than once"),
-            (("--rules", ""), "--rules: must name at least one rule"),
-            (("--rules", "Bad_Name"), "--rules: unknown rule 'Bad_Name'"),
-            (("--rules", "x=1s"), "--rules: unknown rule 'x'"),
-            (("--min-age", "99999999999h"), "--min-age: a rule's min age must be from 0s to 100"),
-            (("--rules", "failed=1000000h"), "--rules: a rule's min age must be from 0s to 100"),
-            (("--rules", "evicted=later"), "--rules: must be a duration like"),
-            (("--namespaces", "Bad_NS"), "--namespaces: 'Bad_NS' is not a valid namespace name"),
-            (("--exclude-namespaces", "a/b"), "--exclude-namespaces: 'a/b' is not a valid"),
-            (("--exclude-owner-kinds", "Job!"), "--exclude-owner-kinds: 'Job!' is not a valid"),
-            (("--dry-run=maybe",), "--dry-run: must be one of client, server, none, got 'maybe'"),
-            (("--listen", "8080"), "--listen: must be HOST:PORT, got '8080'"),
-            (("--listen", "h:70000"), "--listen: port must be a number from 0 to 65535"),
-            (("--listen", "h:x"), "--listen: port must be a number from 0 to 65535"),
-            (("--listen", "::1:80"), "--listen: IPv6 hosts need brackets"),
-            (("--listen", "a b:80"), "--listen: 'a b' is not a host name"),
-            (("--log-format", "xml"), "--log-format: must be one of auto, json, console"),
-            (("--log-level", "trace"), "--log-level: must be one of debug, info, warning"),
-            (("--leader-elect=maybe",), "--leader-elect: must be true or false, got 'maybe'"),
-            (("--lease-name", "Bad Name"), "--lease-name: must be a lowercase DNS name"),
-            (("--lease-namespace", "a.b"), "--lease-namespace: must be a valid namespace name"),
-            (("--lease-duration", "0s"), "--lease-duration: must be at least 1ms, got '0s'"),
-            (("--watch-timeout", "500ms"), "--watch-timeout: must be at least 1s"),
-            (("--kubeconfig", ""), "--kubeconfig: must be a non-empty string"),
-            (("--context", " "), "--context: must be a non-empty string"),
-            (("--qps",), "--qps: expected one argument"),
-            (("--bogus=1",), "--bogus: unknown option for 'zombied run'"),
-            (("--q", "1"), "--q: unknown option for 'zombied run'"),  # no abbreviations
-            (("stray",), "stray: unexpected argument for 'zombied run'"),
-            (("--output", "json"), "--output: unknown option for 'zombied run'"),
-            (("--delete",), "--delete: unknown option for 'zombied run'"),
-            (
-                ("-n", "team-a"),
-                "-n: unknown option for 'zombied run' (see 'zombied run --help'); "
-                "the namespaces run watches are --namespaces NS,...",
-            ),
-            (("--all-namespaces",), "--all-namespaces: unknown option for 'zombied run'"),
-            (
-                ("--namespaces", "a,b", "--exclude-namespaces", "c,b"),
-                "--exclude-namespaces: 'b' is also listed in --namespaces; name it in only one",
-            ),
-            (("--lease-duration", "10s"), "--lease-duration: must be longer than --renew-deadline"),
+            (("--min-age", "-1s"), "--min-age", "must be a duration >= 0"),
+            (("--min-age", "-5m"), "--min-age", "must be a duration >= 0"),
+            (("--drain-timeout", "1d"), "--drain-timeout", "must be a duration like"),
+            (("--rules", "bogus"), "--rules", "unknown rule 'bogus'"),
+            (("--rules", "failed,failed"), "--rules", "rule 'failed' is listed more than once"),
+            (("--rules", ""), "--rules", "must name at least one rule"),
+            (("--rules", "Bad_Name"), "--rules", "unknown rule 'Bad_Name'"),
+            (("--rules", "x=1s"), "--rules", "unknown rule 'x'"),
+            (("--min-age", "99999999999h"), "--min-age", "a rule's min age must be from 0s"),
+            (("--rules", "failed=1000000h"), "--rules", "a rule's min age must be from 0s"),
+            (("--rules", "evicted=later"), "--rules", "must be a duration like"),
+            (("--namespaces", "Bad_NS"), "--namespaces", "'Bad_NS' is not a valid namespace"),
+            # Empty would mean every namespace: the widest scope, never by accident.
+            (("--namespaces", ""), "--namespaces", "must name a namespace"),
+            (("--namespaces", " , "), "--namespaces", "must name a namespace"),
+            (("--exclude-namespaces", "a/b"), "--exclude-namespaces", "'a/b' is not a valid"),
+            (("--exclude-owner-kinds", "Job!"), "--exclude-owner-kinds", "'Job!' is not a valid"),
+            # Kinds that never own a pod, and plurals, would protect nothing.
+            (("--exclude-owner-kinds", "Deployment"), "--exclude-owner-kinds", "'Deployment':"),
+            (("--exclude-owner-kinds", "Job,CronJob"), "--exclude-owner-kinds", "'CronJob':"),
+            (("--exclude-owner-kinds", "ReplicaSets"), "--exclude-owner-kinds", "'ReplicaSets' is"),
+            (("--dry-run=maybe",), "--dry-run", "must be one of client, server, none"),
+            (("--listen", "8080"), "--listen", "must be HOST:PORT"),
+            (("--listen", "h:70000"), "--listen", "port must be a number from 0 to 65535"),
+            (("--listen", "h:x"), "--listen", "port must be a number from 0 to 65535"),
+            (("--listen", "::1:80"), "--listen", "IPv6 hosts need brackets"),
+            (("--listen", "a b:80"), "--listen", "'a b' is not a host name"),
+            (("--log-format", "xml"), "--log-format", "must be one of auto, json, console"),
+            (("--log-level", "trace"), "--log-level", "must be one of debug, info, warning"),
+            (("--leader-elect=maybe",), "--leader-elect", "must be true or false"),
+            (("--lease-name", "Bad Name"), "--lease-name", "must be a lowercase DNS name"),
+            (("--lease-namespace", "a.b"), "--lease-namespace", "must be a valid namespace name"),
+            (("--lease-duration", "0s"), "--lease-duration", "must be at least 1ms"),
+            (("--watch-timeout", "500ms"), "--watch-timeout", "must be at least 1s"),
+            (("--kubeconfig", ""), "--kubeconfig", "must be a non-empty string"),
+            (("--context", " "), "--context", "must be a non-empty string"),
+            (("--qps",), "--qps", "expected one argument"),
+            (("--bogus=1",), "--bogus", "unknown option for 'zombied run'"),
+            (("--q", "1"), "--q", "unknown option"),  # no abbreviations
+            (("--output", "json"), "--output", "unknown option"),
+            (("--delete",), "--delete", "unknown option"),
+            (("-n", "team-a"), "-n", "unknown option"),
+            (("--all-namespaces",), "--all-namespaces", "unknown option"),
+        ],
+    )
+    def test_run(self, argv: tuple[str, ...], option: str, problem: str) -> None:
+        error = failure(*argv)
+        assert fault(error) == (option, Source.FLAG, None, None)
+        assert error.problem.startswith(problem)
+
+    def test_a_flag_of_another_command_says_what_to_use_instead(self) -> None:
+        assert "--namespaces NS" in failure("-n", "team-a").problem
+        assert "POD -n NS" in failure("a/b", "-A", command="explain").problem
+
+    @pytest.mark.parametrize(
+        ("argv", "option", "problem"),
+        [
+            # Whichever sources they come from: the problem is their combination.
+            (("--namespaces", "a,b", "--exclude-namespaces", "c,b"), "--exclude-namespaces", "'b'"),
+            (("--lease-duration", "10s"), "--lease-duration", "must be longer than"),
             (
                 ("--lease-duration", "5s", "--renew-deadline", "5s"),
-                "--lease-duration: must be longer than --renew-deadline (5s), got 5s",
+                "--lease-duration",
+                "must be longer than --renew-deadline (5s), got 5s",
             ),
-            (
-                ("--retry-period", "9s"),
-                "--renew-deadline: must be longer than 1.2 x --retry-period (10.8s), got 10s",
-            ),
+            (("--retry-period", "9s"), "--renew-deadline", "must be longer than 1.2 x"),
         ],
     )
-    def test_run(self, argv: tuple[str, ...], message: str) -> None:
-        assert error(*argv).startswith(message)
+    def test_combinations(self, argv: tuple[str, ...], option: str, problem: str) -> None:
+        error = failure(*argv)
+        assert (error.option, error.source) == (option, None)
+        assert error.problem.startswith(problem)
+
+    def test_stray_argument(self) -> None:
+        error = failure("stray")
+        assert (error.option, "'stray'" in error.problem) == (None, True)
 
     @pytest.mark.parametrize(
-        ("argv", "message"),
+        ("argv", "option", "problem"),
         [
-            (("-o", "xml"), "--output: must be one of table, wide, json, yaml, name, got 'xml'"),
-            (("--delete=perhaps",), "--delete: must be true or false"),
-            (("--listen", ":80"), "--listen: unknown option for 'zombied scan'"),
-            (("--leader-elect",), "--leader-elect: unknown option for 'zombied scan'"),
-            (("-n", "Team"), "--namespace: must be a valid namespace name, got 'Team'"),
-            (("-n",), "--namespace: expected one argument"),
-            (("-A", "-n", "x"), "--all-namespaces: cannot be combined with --namespace (-n)"),
+            (("-o", "xml"), "--output", "must be one of table, wide, json, yaml, name"),
+            (("--delete=perhaps",), "--delete", "must be true or false"),
+            (("--listen", ":80"), "--listen", "unknown option for 'zombied scan'"),
+            (("--leader-elect",), "--leader-elect", "unknown option"),
+            (("-n", "Team"), "--namespace", "must be a valid namespace name"),
+            (("-n",), "--namespace", "expected one argument"),
+            (("-A", "-n", "x"), "--all-namespaces", "cannot be combined with --namespace"),
         ],
     )
-    def test_scan(self, argv: tuple[str, ...], message: str) -> None:
-        assert error(*argv, command="scan").startswith(message)
+    def test_scan(self, argv: tuple[str, ...], option: str, problem: str) -> None:
+        error = failure(*argv, command="scan")
+        assert error.option == option
+        assert error.problem.startswith(problem)
 
     @pytest.mark.parametrize(
-        ("argv", "message"),
+        ("argv", "option", "problem"),
         [
-            (("web-0",), "zombied explain: which namespace is pod 'web-0' in? give -n NAMESPACE"),
-            (("team-a/",), "zombied explain: must be POD or NAMESPACE/POD"),
-            (("/web-0",), "zombied explain: must be POD or NAMESPACE/POD"),
-            (("Team/web",), "zombied explain: must be POD or NAMESPACE/POD"),
-            (("a/b/c",), "zombied explain: must be POD or NAMESPACE/POD"),
-            (("Web_0", "-n", "a"), "zombied explain: must be POD or NAMESPACE/POD"),
-            ((), "zombied explain: which pod? give POD -n NAMESPACE, or NAMESPACE/POD"),
-            (("a/b", "c/d"), "c/d: unexpected argument for 'zombied explain'"),
-            (
-                ("team-a/web-0", "-n", "team-b"),
-                "--namespace: 'team-a/web-0' is in namespace team-a, not team-b",
-            ),
-            (
-                ("a/b", "-o", "wide"),
-                "--output: wide is scan's; explain's table already shows everything",
-            ),
-            (("a/b", "-A"), "-A: unknown option for 'zombied explain'"),
+            (("team-a/",), None, "zombied explain: must be POD or NAMESPACE/POD"),
+            (("/web-0",), None, "zombied explain: must be POD or NAMESPACE/POD"),
+            (("Team/web",), None, "zombied explain: must be POD or NAMESPACE/POD"),
+            (("a/b/c",), None, "zombied explain: must be POD or NAMESPACE/POD"),
+            (("Web_0", "-n", "a"), None, "zombied explain: must be POD or NAMESPACE/POD"),
+            ((), None, "zombied explain: which pod?"),
+            (("a/b", "c/d"), None, "unexpected argument 'c/d'"),
+            (("team-a/web-0", "-n", "team-b"), "--namespace", "'team-a/web-0' is in namespace"),
+            (("a/b", "-o", "wide"), "--output", "wide is scan's"),
+            (("a/b", "-A"), "-A", "unknown option for 'zombied explain'"),
         ],
     )
-    def test_explain(self, argv: tuple[str, ...], message: str) -> None:
-        assert error(*argv, command="explain").startswith(message)
+    def test_explain(self, argv: tuple[str, ...], option: str | None, problem: str) -> None:
+        error = failure(*argv, command="explain")
+        assert error.option == option
+        assert error.problem.startswith(problem)
 
     def test_lease_timing_boundary_ok_and_not_checked_outside_run(self) -> None:
         config = run("--lease-duration", "3s", "--renew-deadline", "2.5s", "--retry-period", "2s")
@@ -498,7 +556,7 @@ class TestEnvironment:
         assert config.leader_elect
         assert config.rules == RuleSet((Rule("evicted", 120.0),), scope=Selection(("x", "y")))
         assert config.listen_port == 0
-        assert scan(env=env).namespace is None
+        assert scan("-A", env=env).namespace is None
 
     @pytest.mark.parametrize(
         ("name", "value", "expected"),
@@ -509,23 +567,31 @@ class TestEnvironment:
             ("DRY_RUN", "true", DryRun.CLIENT),
             ("DRY_RUN", "false", DryRun.OFF),
             ("DRY_RUN", "none", DryRun.OFF),
-            ("NAMESPACES", "", ()),  # an empty value is a value
+            ("EXCLUDE_NAMESPACES", "", ()),  # excluding none is harmless
         ],
     )
     def test_spellings(self, name: str, value: str, expected: object) -> None:
         assert getattr(run(env={f"ZOMBIED_{name}": value}), name.lower()) == expected
 
-    def test_errors_name_the_flag_and_the_variable(self) -> None:
-        assert error(env={"ZOMBIED_QPS": "abc"}) == (
-            "--qps (from ZOMBIED_QPS): must be a number > 0, got 'abc'"
-        )
-        assert error(env={"ZOMBIED_QPS": ""}).startswith("--qps (from ZOMBIED_QPS): must be")
+    @pytest.mark.parametrize(
+        ("name", "value"),
+        [("QPS", "abc"), ("QPS", ""), ("NAMESPACES", ""), ("EXCLUDE_OWNER_KINDS", "Deployment")],
+    )
+    def test_errors_name_the_flag_and_the_variable(self, name: str, value: str) -> None:
+        error = failure(env={f"ZOMBIED_{name}": value})
+        flag = "--" + name.lower().replace("_", "-")
+        assert fault(error) == (flag, Source.ENV, f"ZOMBIED_{name}", None)
+        assert str(error).startswith(f"{flag} (from ZOMBIED_{name}): ")
 
     def test_options_of_other_commands_are_unused_but_checked(self) -> None:
         assert scan(env={"ZOMBIED_LISTEN": ":1"}).command == "scan"
         # One Deployment's environment can serve every command: a typo is still a typo.
-        assert error(env={"ZOMBIED_OUTPUT": "xml"}).startswith("--output (from ZOMBIED_OUTPUT)")
-        assert error(env={"ZOMBIED_LISTEN": "x"}, command="scan").startswith("--listen (from")
+        assert fault(failure(env={"ZOMBIED_OUTPUT": "xml"}))[:3] == (
+            "--output",
+            Source.ENV,
+            "ZOMBIED_OUTPUT",
+        )
+        assert failure(env={"ZOMBIED_LISTEN": "x"}, command="scan").option == "--listen"
 
 
 class TestPrecedence:
@@ -540,10 +606,9 @@ class TestPrecedence:
     def test_a_bad_value_fails_even_where_it_is_overridden(self, tmp_path: Path) -> None:
         # A typo must never hide behind a flag that happens to override it.
         path = write(tmp_path, "qps: -1\n")
-        assert "line 1: qps: must be a number > 0" in error("--config", path, "--qps", "1")
-        assert error("--qps", "1", env={"ZOMBIED_QPS": "abc"}) == (
-            "--qps (from ZOMBIED_QPS): must be a number > 0, got 'abc'"
-        )
+        assert fault(failure("--config", path, "--qps", "1")) == ("qps", Source.FILE, path, 1)
+        error = failure("--qps", "1", env={"ZOMBIED_QPS": "abc"})
+        assert fault(error) == ("--qps", Source.ENV, "ZOMBIED_QPS", None)
 
     def test_config_file_flag_over_env(self, tmp_path: Path) -> None:
         path = write(tmp_path, "qps: 3\n")
@@ -622,60 +687,73 @@ delete: true
 
     @pytest.mark.parametrize("text", ["", "\n", "# only a comment\n", "---\n", "~\n"])
     def test_empty_file_is_an_error(self, tmp_path: Path, text: str) -> None:
-        assert file_error(tmp_path, text) == "the file sets nothing; give at least one option"
+        assert file_error(tmp_path, text).problem.startswith("the file sets nothing")
 
     @pytest.mark.parametrize(
-        ("text", "message"),
+        ("text", "key", "line", "problem"),
         [
-            ("qps: 1\nburst: 2\nfoo: 3\n", "line 3: foo: unknown key"),
-            ("config: other.yaml\n", "line 1: config: unknown key"),
-            ("namespace: a\n", "line 1: namespace: unknown key; did you mean namespaces?"),
+            ("qps: 1\nburst: 2\nfoo: 3\n", "foo", 3, "unknown key"),
+            ("config: other.yaml\n", "config", 1, "unknown key"),
+            ("namespace: a\n", "namespace", 1, "unknown key; did you mean namespaces?"),
             # One key style for the whole file, Kubernetes' own.
-            ("min_age: 1s\n", "line 1: min_age: unknown key; keys are camelCase: minAge"),
-            ("exclude-namespaces: [a]\n", "line 1: exclude-namespaces: unknown key; keys are"),
-            ("qps: 1\nqps: 2\n", "line 2: qps: already set on line 1"),
-            ("qps: abc\n", "line 1: qps: must be a number, got a string"),
-            ("qps: -1\n", "line 1: qps: must be a number > 0, got '-1'"),
-            ("qps: true\n", "line 1: qps: must be a number, got a boolean (true or"),
-            ("qps: {a: 1}\n", "line 1: qps: must be a number, got a mapping"),
-            ("burst: 2.5\n", "line 1: burst: must be a whole number, got a number"),
-            ("leaderElect: maybe\n", "line 1: leaderElect: must be a boolean (true or false),"),
-            ("namespaces: [a, 1]\n", "line 1: namespaces[1]: must be a string, got a whole"),
-            ("namespaces: {a: b}\n", "line 1: namespaces: must be a string or a list, got a map"),
-            ("\n\nminAge: forever\n", "line 3: minAge: must be a duration like 500ms, 30s"),
-            ("drainTimeout: [1]\n", "line 1: drainTimeout: must be a number or a string, got a"),
-            ("a: 2024-13-01\n", "not valid YAML: month must be in 1..12"),
-            ("a: " + "9" * 5000 + "\n", "not valid YAML: Exceeds the limit (4300 digits)"),
-            ("[" * 5000, "not valid YAML: maximum recursion depth exceeded"),
-            ("1: a\n", "line 1: keys must be option names"),
-            ("output: xml\n", "line 1: output: must be one of table"),  # scan's, still checked
-            ("- qps\n", "line 1: must be a mapping of option names to values, got a list"),
-            ("just a string\n", "line 1: must be a mapping of option names to values, got a str"),
-            ("qps: [1\n", "line 2: not valid YAML: expected ',' or ']'"),
-            ("qps: 1\n  burst: 2\n", "line 2: not valid YAML"),
-            ("a: 1\n---\nb: 2\n", "line 2: not valid YAML: but found another document"),
-            ("? [a, b]\n: 1\n", "line 1: keys must be option names"),
-            ("qps: !!python/object:os.system x\n", "line 1: not valid YAML: could not determine"),
+            ("min_age: 1s\n", "min_age", 1, "unknown key; keys are camelCase: minAge"),
+            ("exclude-namespaces: [a]\n", "exclude-namespaces", 1, "unknown key; keys are"),
+            # Every value is read as its flag's text would be: the same words for each.
+            ("qps: abc\n", "qps", 1, "must be a number > 0"),
+            ("\n\nqps: -1\n", "qps", 3, "must be a number > 0"),
+            ("qps: true\n", "qps", 1, "must be a number > 0"),
+            ("qps: {a: 1}\n", "qps", 1, "must be one value, got a mapping"),
+            ("burst: 2.5\n", "burst", 1, "must be a whole number >= 1"),
+            ("leaderElect: maybe\n", "leaderElect", 1, "must be true or false"),
+            ("namespaces: [a, 1]\n", "namespaces", 1, "must be a string or a list of strings"),
+            ("namespaces: []\n", "namespaces", 1, "must name a namespace"),
+            ("namespaces: {a: b}\n", "namespaces", 1, "must be a string or a list of strings"),
+            ("\n\nminAge: forever\n", "minAge", 3, "must be a duration like 500ms, 30s"),
+            ("drainTimeout: [1]\n", "drainTimeout", 1, "must be one value, got a list"),
+            ("excludeOwnerKinds: [Deployment]\n", "excludeOwnerKinds", 1, "'Deployment':"),
+            ("output: xml\n", "output", 1, "must be one of table"),  # scan's, still checked
+            ("- qps\n", None, 1, "must be a mapping of option names to values"),
+            ("just a string\n", None, 1, "must be a mapping of option names to values"),
+            ("1: a\n", "[1]", 1, "keys must be"),
         ],
     )
-    def test_errors_name_the_line_and_the_key(
-        self, tmp_path: Path, text: str, message: str
+    def test_errors_name_the_key_and_its_line(
+        self, tmp_path: Path, text: str, key: str | None, line: int, problem: str
     ) -> None:
-        assert file_error(tmp_path, text).startswith(message)
+        error = file_error(tmp_path, text)
+        assert (error.option, error.line) == (key, line)
+        assert error.problem.startswith(problem)
+
+    @pytest.mark.parametrize(
+        ("text", "line"),
+        [
+            ("qps: 1\nqps: 2\n", 2),  # PyYAML would keep the last one silently
+            ("a: 2024-13-01\n", None),
+            ("a: " + "9" * 5000 + "\n", None),
+            ("[" * 5000, None),
+            ("qps: [1\n", 2),
+            ("qps: 1\n  burst: 2\n", 2),
+            ("a: 1\n---\nb: 2\n", 2),
+            ("? [a, b]\n: 1\n", 1),
+            ("qps: !!python/object:os.system x\n", 1),
+        ],
+    )
+    def test_not_valid_yaml(self, tmp_path: Path, text: str, line: int | None) -> None:
+        error = file_error(tmp_path, text)
+        assert (error.option, error.line) == (None, line)
+        assert error.problem.startswith("not valid YAML: ")
 
     def test_unreadable(self, tmp_path: Path) -> None:
-        missing = str(tmp_path / "missing.yaml")
-        assert error("--config", missing) == (
-            f"--config {missing}: cannot read the file: No such file or directory"
-        )
-        assert error("--config", str(tmp_path)).startswith(f"--config {tmp_path}: cannot read")
         binary = tmp_path / "bad.yaml"
         binary.write_bytes(b"qps: \xff\xfe\n")
-        assert error("--config", str(binary)).startswith(f"--config {binary}: cannot read the")
+        for path in (str(tmp_path / "missing.yaml"), str(tmp_path), str(binary)):
+            error = failure("--config", path)
+            assert fault(error) == (None, Source.FILE, path, None)
+            assert error.problem.startswith("cannot read the file: ")
 
     def test_conflict_across_sources(self, tmp_path: Path) -> None:
         path = write(tmp_path, "excludeNamespaces: [a]\n")
-        assert error("--config", path, "--namespaces", "a").startswith("--exclude-namespaces: 'a'")
+        assert failure("--config", path, "--namespaces", "a").option == "--exclude-namespaces"
 
 
 class TestOwnRules:
@@ -715,11 +793,11 @@ rules:
 
     def test_rules_flag_names_an_undefined_rule(self, tmp_path: Path) -> None:
         path = write(tmp_path, self.GPU)
-        message = error("--config", path, "--rules", "gpu")
-        assert message.startswith("--rules: unknown rule 'gpu'")
-        assert message.endswith("the file defines node-shutdown, gpu-not-ready")
-        message = error(env={"ZOMBIED_RULES": "gpu"})
-        assert message.startswith("--rules (from ZOMBIED_RULES): unknown rule 'gpu'")
+        error = failure("--config", path, "--rules", "gpu")
+        assert fault(error) == ("--rules", Source.FLAG, None, None)
+        assert error.problem.endswith("the file defines node-shutdown, gpu-not-ready")
+        error = failure(env={"ZOMBIED_RULES": "gpu"})
+        assert fault(error) == ("--rules", Source.ENV, "ZOMBIED_RULES", None)
 
     @pytest.mark.parametrize(
         ("rule", "message"),
@@ -731,18 +809,21 @@ rules:
             ),
             ("{name: x, phases: [], reasons: [A]}", "phases: must not be empty"),
             ("{name: x, reasons: [A]}", "phases: is required"),
-            ("{name: x, phases: Failed, reasons: [A]}", "phases: must be a list, got a string"),
+            ("{name: x, phases: Failed, reasons: [A]}", "phases: Input should be a valid tuple"),
             (
                 "{name: x, phases: [Failed], reasons: [A], message: '(unclosed'}",
                 "message: not a valid regular expression: missing ), unterminated",
             ),
             (
                 "{name: x, phases: [Failed], reasons: [A], message: 5}",
-                "message: must be a string, got a whole number",
+                "message: Input should be a valid string",
             ),
             ("{name: x, phases: [Failed], reasons: []}", "reasons: must not be empty"),
             ("{name: x, phases: [Failed], reasons: ['']}", "reasons: must not hold an empty"),
-            ("{name: x, phases: [Failed], reasons: [1]}", "reasons[0]: must be a string, got a"),
+            (
+                "{name: x, phases: [Failed], reasons: [1]}",
+                "reasons[0]: Input should be a valid string",
+            ),
             ("{name: x, phases: [Failed]}", "reasons: a rule of your own needs reasons"),
             (
                 "{name: x, phases: [Failed], reasons: [A], ownerKinds: [replica-set]}",
@@ -752,7 +833,7 @@ rules:
                 "{name: x, phases: [Failed], reasons: [A], minAge: soon}",
                 "minAge: must be a duration like 500ms",
             ),
-            ("{name: x, minAge: [1]}", "minAge: must be a number or a string, got a list"),
+            ("{name: x, minAge: [1]}", "minAge: must be one value, got a list"),
             ("{name: x, minAge: 99999999999h}", "minAge: a rule's min age must be from 0s to"),
             ("{name: failed, minAge: -1s}", "minAge: must be a duration >= 0, got '-1s'"),
             ("{name: x, age: 1s}", "age: unknown field (a rule takes name, minAge, phases,"),
@@ -766,35 +847,38 @@ rules:
         ],
     )
     def test_invalid_rule(self, tmp_path: Path, rule: str, message: str) -> None:
-        got = file_error(tmp_path, f"qps: 1\nrules:\n  - {rule}\n")
-        assert got.startswith(f"line 3: rules[0].{message}")
+        error = file_error(tmp_path, f"qps: 1\nrules:\n  - {rule}\n")
+        field, _, problem = message.partition(": ")
+        assert (error.option, error.line) == (f"rules[0].{field}", 3)
+        assert error.problem.startswith(problem)
 
     @pytest.mark.parametrize(
-        ("text", "message"),
+        ("text", "key", "line"),
         [
             # the field's own line, when it is written out
             (
                 "rules:\n  - name: gpu\n    reasons: [A]\n    phases: [Faild]\n",
-                "line 4: rules[0].phases: unknown phase 'Faild' "
-                "(known: Pending, Running, Succeeded, Failed, Unknown)",
+                "rules[0].phases",
+                4,
             ),
             (
                 "rules:\n  - name: evicted\n  - name: x\n    phases: [Failed]\n    reasons: [A]\n"
                 "  - name: evicted\n    minAge: 1s\n",
-                "line 6: rules[2].name: 'evicted' is already defined by rules[0]",
+                "rules[2].name",
+                6,
             ),
-            (
-                "rules:\n  - name: evicted\n    minAge: 1s\n    minAge: 2s\n",
-                "line 4: rules[0].minAge: already set on line 3",
-            ),
-            ("rules:\n  - evicted\n", "line 2: rules[0]: must be a mapping, got a string"),
-            ("rules: evicted\n", "line 1: rules: must be a list, got a string"),
-            ("rules: {evicted: 1m}\n", "line 1: rules: must be a list, got a mapping"),
-            ("rules: [{name: 5}]\n", "line 1: rules[0].name: must be a string, got a whole"),
+            ("rules:\n  - evicted\n", "rules[0]", 2),
+            ("rules: evicted\n", "rules", 1),
+            ("rules: {evicted: 1m}\n", "rules", 1),
+            ("rules: [{name: 5}]\n", "rules[0].name", 1),
+            ("rules:\n  - name: evicted\n    minAge: 1s\n    minAge: 2s\n", None, 4),
         ],
     )
-    def test_errors_point_at_their_line(self, tmp_path: Path, text: str, message: str) -> None:
-        assert file_error(tmp_path, text).startswith(message)
+    def test_errors_point_at_their_line(
+        self, tmp_path: Path, text: str, key: str | None, line: int
+    ) -> None:
+        error = file_error(tmp_path, text)
+        assert (error.option, error.line) == (key, line)
 
 
 class TestHelp:

@@ -7,7 +7,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from zombied.pod import KEEP_ANNOTATION, PodParseError, PodSnapshot, parse_pod, parse_time
+from zombied.pod import (
+    FINISHED_AT,
+    KEEP_ANNOTATION,
+    KUBELET_WRITE,
+    READY_TIME,
+    PodParseError,
+    PodSnapshot,
+    parse_pod,
+    parse_time,
+)
 
 
 def make_pod(**overrides: Any) -> dict[str, Any]:
@@ -117,8 +126,8 @@ class TestSnapshot:
             owner_kind="StatefulSet",
             owner_name="web",
             deleting=False,
-            keep=False,
             terminated_at=T0,
+            terminated_source=FINISHED_AT,
         )
         assert snap.key == "team-a/web-0"
         assert snap.terminal
@@ -351,6 +360,63 @@ class TestTerminatedAt:
         pod["status"]["conditions"] = [condition("Ready", "False", "2024-05-01T12:00:00Z")]
         assert parse_pod(pod).terminated_at == (T0 if used else None)
 
+    @pytest.mark.parametrize(
+        ("entries", "phase", "expected"),
+        [
+            pytest.param(
+                [
+                    {"manager": "kube-controller-manager", "time": "2024-05-01T13:00:00Z"},
+                    {"manager": "kubelet", "operation": "Update", "time": T0_TEXT},
+                ],
+                "Failed",
+                T0,
+                id="kubelet-1.20-no-subresource",
+            ),
+            pytest.param(
+                [
+                    {"manager": "kubelet", "subresource": "status", "time": "2024-05-01T11:00:00Z"},
+                    {"manager": "kubelet", "subresource": "status", "time": T0_TEXT},
+                    {
+                        "manager": "kubelet",
+                        "subresource": "binding",
+                        "time": "2024-05-01T13:00:00Z",
+                    },
+                ],
+                "Failed",
+                T0,
+                id="latest-status-write",
+            ),
+            pytest.param(
+                [{"manager": "kubectl", "subresource": "status", "time": T0_TEXT}],
+                "Failed",
+                None,
+                id="not-the-kubelet",
+            ),
+            pytest.param(
+                [{"manager": "kubelet", "time": T0_TEXT}], "Running", None, id="not-terminal"
+            ),
+            pytest.param("garbage", "Failed", None, id="not-a-list"),
+        ],
+    )
+    def test_kubelet_write_when_nothing_else(
+        self, entries: object, phase: str, expected: datetime | None
+    ) -> None:
+        """A pod the kubelet rejected at admission carries no conditions and no container
+        states: its terminal time is the kubelet's status write."""
+        pod = make_pod(status__phase=phase)
+        pod["metadata"]["managedFields"] = entries
+        snap = parse_pod(pod)
+        assert (snap.terminated_at, snap.terminated_source) == (
+            expected,
+            KUBELET_WRITE if expected else "",
+        )
+
+    def test_conditions_beat_the_kubelet_write(self) -> None:
+        pod = make_pod()
+        pod["metadata"]["managedFields"] = [{"manager": "kubelet", "time": "2024-05-01T13:00:00Z"}]
+        pod["status"]["conditions"] = [condition("Ready", "False", T0_TEXT)]
+        assert parse_pod(pod).terminated_source == READY_TIME
+
 
 class TestOwnerKeepDeleting:
     def test_controller_reference_wins(self) -> None:
@@ -389,24 +455,34 @@ class TestOwnerKeepDeleting:
         assert (snap.owner_kind, snap.owner_name) == ("", "")
 
     @pytest.mark.parametrize(
-        ("value", "keep"),
+        ("value", "keep", "unclear"),
         [
-            ("true", True),
-            ("True", True),
-            ("TRUE", True),
-            (" true ", True),
-            ("false", False),
-            ("yes", False),
-            ("1", False),
-            ("", False),
-            (True, False),  # annotations are strings; a bool is not what the API serves
-            (None, False),
+            ("true", True, False),
+            ("True", True, False),
+            ("TRUE", True, False),
+            (" true ", True, False),
+            ("false", False, False),
+            ("FALSE", False, False),
+            # Anything else was written to keep the pod: kept, and said to be unclear.
+            ("yes", True, True),
+            ("1", True, True),
+            ("", True, True),
+            (True, False, False),  # annotations are strings; a bool is not what the API serves
+            (None, False, False),
         ],
     )
-    def test_keep_annotation(self, value: object, keep: bool) -> None:
+    def test_keep_annotation(self, value: object, keep: bool, unclear: bool) -> None:
         pod = make_pod()
         pod["metadata"]["annotations"] = {KEEP_ANNOTATION: value}
-        assert parse_pod(pod).keep is keep
+        snap = parse_pod(pod)
+        assert (snap.keep, snap.keep_unclear) == (keep, unclear)
+
+    def test_a_label_of_the_same_key_counts_unless_the_annotation_speaks(self) -> None:
+        pod = make_pod()
+        pod["metadata"]["labels"] = {KEEP_ANNOTATION: "true"}
+        assert (parse_pod(pod).keep, parse_pod(pod).keep_via) == (True, "label")
+        pod["metadata"]["annotations"] = {KEEP_ANNOTATION: "false"}
+        assert (parse_pod(pod).keep, parse_pod(pod).keep_via) == (False, "annotation")
 
     @pytest.mark.parametrize("annotations", [None, "x", ["zombied.io/keep"], 1])
     def test_annotations_wrong_type(self, annotations: object) -> None:

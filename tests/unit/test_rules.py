@@ -4,12 +4,15 @@ rules, rules of one's own, and the vetoes."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
+from zombied.cache import PodCache
 from zombied.pod import KEEP_ANNOTATION, PodSnapshot, parse_pod
+from zombied.queue import WorkQueue
 from zombied.rules import (
     NODE_SHUTDOWN_REASONS,
     Decision,
@@ -17,8 +20,11 @@ from zombied.rules import (
     Pattern,
     Rule,
     RuleSet,
+    Selection,
+    check_kind,
     judge,
     mismatch,
+    precluded,
 )
 
 
@@ -173,6 +179,7 @@ class TestKubeletTable:
     [
         ({"annotations": {KEEP_ANNOTATION: "true"}}, "keep-annotation"),
         ({"annotations": {KEEP_ANNOTATION: "TRUE"}}, "keep-annotation"),
+        ({"annotations": {"kubernetes.io/config.mirror": "3f9a"}}, "mirror-pod"),
         ({"deleting": True}, "deleting"),
         ({"owner": "job"}, "owner-excluded"),
     ],
@@ -225,10 +232,10 @@ class TestOtherRules:
         assert verdict.rule == "evicted"
 
     def test_vetoes_order(self) -> None:
-        pod = snapshot(reason="Terminated", deleting=True, keep=True, owner_kind="Job")
+        pod = snapshot(reason="Terminated", deleting=True, keep_value="true", owner_kind="Job")
         rules = RuleSet(exclude_owner_kinds=frozenset({"Job"}))
         assert judge(pod, rules, first_seen=FIRST_SEEN).skip == "deleting"
-        pod = snapshot(reason="Terminated", keep=True, owner_kind="Job")
+        pod = snapshot(reason="Terminated", keep_value="true", owner_kind="Job")
         assert judge(pod, rules, first_seen=FIRST_SEEN).skip == "keep-annotation"
 
     @pytest.mark.parametrize("kind", ["Job", "job", "JOB", "jOb"])
@@ -473,3 +480,84 @@ class TestCustomRules:
     def test_cannot_redefine_a_builtin(self) -> None:
         with pytest.raises(ValueError, match="built-in"):
             Rule("node-shutdown", 0, GPU)
+
+
+class TestDecidedOnce:
+    """What every front end asks the rules, answered in one place."""
+
+    def test_a_rule_that_does_not_match_has_no_due_time(self) -> None:
+        rules = RuleSet((Rule("node-shutdown"), Rule("evicted")))
+        judgement = judge(snapshot(reason="Evicted"), rules, first_seen=FIRST_SEEN)
+        due = {check.rule.name: check.due for check in judgement.rules}
+        assert due == {"node-shutdown": None, "evicted": FIRST_SEEN + timedelta(seconds=30)}
+
+    @pytest.mark.parametrize(
+        ("fields", "veto"),
+        [
+            ({"phase": "Running"}, "not-terminal"),
+            ({"deleting": True}, "deleting"),
+            ({"deleting": True, "phase": "Running"}, "not-terminal"),
+            ({"keep_value": "true"}, None),  # a wish of the pod's, not of its lifecycle
+        ],
+    )
+    def test_precluded_is_the_judgements_first_veto(
+        self, fields: dict[str, Any], veto: str | None
+    ) -> None:
+        pod = snapshot(reason="Terminated", **fields)
+        found = precluded(pod)
+        assert (found.name if found else None) == veto
+        if veto is not None:
+            assert judge(pod, RuleSet(), first_seen=FIRST_SEEN).skip == veto
+
+    @pytest.mark.parametrize(("value", "unclear"), [("yes", True), ("", True), ("TRUE", False)])
+    def test_the_keep_veto_says_when_its_value_is_not_understood(
+        self, value: str, unclear: bool
+    ) -> None:
+        pod = snapshot(reason="Terminated", keep_value=value, keep_via="annotation")
+        judgement = judge(pod, RuleSet(), first_seen=FIRST_SEEN)
+        (keep,) = [veto for veto in judgement.vetoes if veto.name == "keep-annotation"]
+        assert keep.applies
+        assert ("not understood" in keep.evidence) is unclear
+
+    def test_scope(self) -> None:
+        scope = Selection(("a", "b"), ("c",), "app=web")
+        assert scope.excludes_namespace("a") is None
+        assert scope.excludes_namespace("d") is not None
+        assert Selection(exclude_namespaces=("c",)).excludes_namespace("c") is not None
+        labelled = snapshot(namespace="a", labels=(("app", "web"),))
+        assert scope.excludes(labelled) is None
+        assert scope.excludes(snapshot(namespace="a")) is not None
+        with pytest.raises(ValueError, match="'b' is also listed"):
+            Selection(("a", "b"), ("b",))
+
+    @pytest.mark.parametrize(
+        ("kind", "accepted"),
+        [
+            ("ReplicaSet", True),
+            ("job", True),
+            ("Workflow", True),  # a custom controller's kind: it may own pods
+            ("Deployment", False),  # its ReplicaSets own the pods
+            ("cronjob", False),  # its Jobs own the pods
+            ("ReplicaSets", False),
+            ("statefulsets", False),
+        ],
+    )
+    def test_owner_kinds_that_own_pods(self, kind: str, accepted: bool) -> None:
+        if accepted:
+            assert check_kind(kind) == kind
+        else:
+            with pytest.raises(ValueError, match=kind):
+                check_kind(kind)
+
+
+def test_the_daemon_logs_a_keep_value_it_does_not_understand_once() -> None:
+    cache = PodCache(RuleSet(), WorkQueue())
+    unclear = snapshot(reason="Terminated", keep_value="yes", keep_via="label")
+    with capture_logs() as logs:
+        cache.upsert(unclear)
+        cache.upsert(replace(unclear, resource_version="2"))  # the same value: said once
+        cache.upsert(snapshot(namespace="ns", name="q", uid="v", keep_value="true"))
+    said = [entry for entry in logs if entry["event"] == "pod.keep_not_understood"]
+    assert [(entry["pod"], entry["value"], entry["via"]) for entry in said] == [
+        ("p", "yes", "label")
+    ]

@@ -25,7 +25,7 @@ import anyio
 import yaml
 from aiohttp import web
 
-from kubesim import discovery
+from kubesim import discovery, protobuf
 from kubesim.patch import APPLY_PATCH, PATCH_TYPES, apply_patch
 from kubesim.rbac import forbidden_message
 from kubesim.requestlog import RequestLog, RequestRecord
@@ -69,7 +69,8 @@ ControlHandler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
 log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
-BODY_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+#: The media types of an object in a request body; protobuf only for kinds it reads.
+TEXT_BODY_TYPES = (JSON_TYPE, "application/yaml")
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
 #: LISTs longer than this stream out in slices of this many objects.
 STREAM_ITEMS = 2000
@@ -139,6 +140,13 @@ def _decode(raw: bytes, content_type: str) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise bad_request(f"error decoding body: json parse error: {exc}") from None
+
+
+def _body_types(rt: ResourceType) -> tuple[str, ...]:
+    """The media types the server reads an object of ``rt`` in."""
+    if rt.kind in protobuf.KINDS:
+        return (*TEXT_BODY_TYPES, protobuf.MEDIA_TYPE)
+    return TEXT_BODY_TYPES
 
 
 def _validate_delete_options(options: JSONDict) -> None:
@@ -728,14 +736,22 @@ class ApiServer:
 
     # ---------------------------------------------------------------- writing
 
-    async def _body(self, request: web.Request, *, patch: bool = False) -> tuple[str, Any]:
+    async def _body(
+        self, request: web.Request, rt: ResourceType, *, patch: bool = False
+    ) -> tuple[str, Any]:
         content_type = request.content_type or JSON_TYPE
         if content_type == "application/octet-stream" and not patch:
             content_type = JSON_TYPE
-        accepted = PATCH_TYPES if patch else BODY_TYPES
-        if content_type not in accepted or content_type == "application/vnd.kubernetes.protobuf":
+        accepted = PATCH_TYPES if patch else _body_types(rt)
+        if content_type not in accepted:
             raise unsupported_media_type(accepted)
-        data = _decode(await request.read(), content_type)
+        raw = await request.read()
+        if content_type == protobuf.MEDIA_TYPE:
+            try:
+                return content_type, protobuf.decode(raw)
+            except protobuf.UndecodableError as exc:
+                raise bad_request(f"error decoding body: protobuf: {exc}") from None
+        data = _decode(raw, content_type)
         if not patch and not isinstance(data, dict):
             raise bad_request(
                 "the object provided is unrecognized (must be of type "
@@ -784,14 +800,14 @@ class ApiServer:
         return bool(values)
 
     async def _create(self, request: web.Request, target: Target) -> web.Response:
-        _, obj = await self._body(request)
+        _, obj = await self._body(request, target.rt)
         self._check_kind(target, obj)
-        if target.rt.name == "pods":
-            # The apiserver resets status on create; kubelets own it.
+        if target.rt.name in ("pods", "namespaces"):
+            # The apiserver resets status on create: kubelets and controllers own it.
             obj["status"] = {}
         if self._dry_run(request):
             return _json_response(obj, 201)
-        created = self.store.create(target.rt.name, obj, validate_namespace=True)
+        created = self.store.create(target.rt.name, obj, validate=True)
         return _json_response(created, 201)
 
     def _merge_protected(self, target: Target, current: JSONDict, new: JSONDict) -> JSONDict:
@@ -816,7 +832,7 @@ class ApiServer:
         return new
 
     async def _update(self, request: web.Request, target: Target) -> web.Response:
-        _, obj = await self._body(request)
+        _, obj = await self._body(request, target.rt)
         self._check_kind(target, obj)
         current = self._current(target)
         obj = self._merge_protected(target, current, obj)
@@ -826,7 +842,7 @@ class ApiServer:
         return _json_response(updated)
 
     async def _patch(self, request: web.Request, target: Target) -> web.Response:
-        content_type, patch = await self._body(request, patch=True)
+        content_type, patch = await self._body(request, target.rt, patch=True)
         rt = target.rt
         current = self.store.get(rt.name, self._ns(target), target.name)
         if current is None:
@@ -835,7 +851,7 @@ class ApiServer:
             if not isinstance(patch, dict):
                 raise bad_request("apply patch must be an object")
             self._check_kind(target, patch)
-            created = self.store.create(rt.name, patch, validate_namespace=True)
+            created = self.store.create(rt.name, patch, validate=True)
             return _json_response(created, 201)
         result = apply_patch(content_type, current, patch)
         if not isinstance(result, dict):
@@ -862,8 +878,8 @@ class ApiServer:
         options: JSONDict
         if raw:
             content_type = request.content_type or JSON_TYPE
-            if content_type not in (JSON_TYPE, "application/yaml", "application/octet-stream"):
-                raise unsupported_media_type(BODY_TYPES)
+            if content_type not in (*TEXT_BODY_TYPES, "application/octet-stream"):
+                raise unsupported_media_type(TEXT_BODY_TYPES)
             try:
                 options = _decode_delete_options(raw, content_type)
             except ApiError as err:
@@ -902,9 +918,10 @@ class ApiServer:
             grace_period=grace,
             user=info.user,
         )
-        if target.rt.returns_object_on_delete:
-            return _json_response(result)
         meta = result.get("metadata") or {}
+        if target.rt.returns_object_on_delete or "deletionTimestamp" in meta:
+            # An object its finalizers keep is answered as it now stands, whatever its kind.
+            return _json_response(result)
         return _json_response(
             success_status(target.name, target.rt.group, target.rt.name, str(meta.get("uid", "")))
         )

@@ -79,7 +79,7 @@ def success_status(name: str, group: str, kind: str, uid: str) -> JSONDict:
 
 def _details(qualified: str, name: str) -> JSONDict:
     group, _, kind = _split_qualified(qualified)
-    out: JSONDict = {"name": name}
+    out: JSONDict = {"name": name} if name else {}  # omitempty, as Go encodes it
     if group:
         out["group"] = group
     out["kind"] = kind

@@ -41,6 +41,7 @@ from kubesim.status import (
     too_large_rv,
     too_old,
 )
+from kubesim.validation import name_causes, new_finalizer_causes
 
 JSONDict = dict[str, Any]
 Key = tuple[str, str]
@@ -160,7 +161,7 @@ class Stored:
     ``labels`` let selectors match without decoding.
     """
 
-    __slots__ = ("deleting", "fields", "kept", "labels", "raw", "rv", "uid")
+    __slots__ = ("deleting", "fields", "finalizers", "kept", "labels", "raw", "rv", "uid")
 
     def __init__(self, resource: str, obj: JSONDict, raw: bytes, rv: int) -> None:
         meta = obj.get("metadata") or {}
@@ -168,6 +169,8 @@ class Stored:
         self.rv = rv
         self.uid: str = str(meta.get("uid", ""))
         self.deleting = "deletionTimestamp" in meta
+        #: Whoever must let go before the object may leave (``metadata.finalizers``).
+        self.finalizers: tuple[str, ...] = tuple(meta.get("finalizers") or ())
         #: Metadata the server owns, carried over by updates.
         self.kept: dict[str, Any] = {k: meta[k] for k in KEPT_METADATA if k in meta}
         labels = meta.get("labels") or {}
@@ -439,11 +442,13 @@ class Store:
         if new:
             self._pods_by_node.setdefault(new, set()).add(key)
 
-    def create(self, resource: str, obj: JSONDict, *, validate_namespace: bool = False) -> JSONDict:
+    def create(self, resource: str, obj: JSONDict, *, validate: bool = False) -> JSONDict:
         """Add an object; set uid, creationTimestamp and resourceVersion.
 
-        Direct callers get their namespace created on the fly; the server passes
-        ``validate_namespace`` to answer 404 for a missing namespace instead.
+        The server passes ``validate``: the name must be one the API accepts, the
+        namespace must exist (404) and not be terminating, and creationTimestamp is the
+        server's, whatever the client sent. Direct callers get their namespace created
+        on the fly and may date the object themselves.
         """
         rt = RESOURCES[resource]
         # Shallow copies suffice: the store keeps only the encoding, never these dicts.
@@ -468,16 +473,19 @@ class Store:
                     )
                 ],
             )
+        causes = name_causes(resource, str(name)) if validate else []
+        if causes:
+            raise invalid(rt.kind, str(name), causes)
         namespace = ""
         if rt.namespaced:
             namespace = meta.get("namespace") or "default"
             meta["namespace"] = namespace
             ns_obj = self.get_stored("namespaces", "", namespace)
             if ns_obj is None:
-                if validate_namespace:
+                if validate:
                     raise not_found("namespaces", namespace)
                 self.create("namespaces", {"metadata": {"name": namespace}})
-            elif validate_namespace and ns_obj.deleting:
+            elif validate and ns_obj.deleting:
                 raise namespace_terminating(rt.qualified, rt.name, name, namespace)
         else:
             meta.pop("namespace", None)
@@ -485,9 +493,10 @@ class Store:
         if key in self._tables[resource].objects:
             raise already_exists(rt.qualified, name)
         meta["uid"] = self.new_uid()
-        meta.setdefault("creationTimestamp", now_rfc3339())
-        meta.pop("resourceVersion", None)
-        meta.pop("deletionTimestamp", None)
+        if validate or not meta.get("creationTimestamp"):
+            meta["creationTimestamp"] = now_rfc3339()
+        for owned in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(owned, None)
         obj.pop("apiVersion", None)
         obj.pop("kind", None)
         obj = {"apiVersion": rt.api_version, "kind": rt.kind, **obj}
@@ -495,7 +504,12 @@ class Store:
         return self._commit(resource, key, "ADDED", obj, None).copy()
 
     def update(self, resource: str, obj: JSONDict, *, check_rv: bool = True) -> JSONDict:
-        """Replace an object; 409 if ``obj`` carries a resourceVersion that is not current."""
+        """Replace an object; 409 if ``obj`` carries a resourceVersion that is not current.
+
+        An object being deleted takes no new finalizers (422); once its last finalizer
+        is removed and its grace period is over, the update deletes it instead
+        (``shouldDeleteDuringUpdate``).
+        """
         rt = RESOURCES[resource]
         obj = dict(obj)
         meta = dict(obj.get("metadata") or {})
@@ -525,6 +539,13 @@ class Store:
                 meta[field_name] = current.kept[field_name]
             else:
                 meta.pop(field_name, None)
+        if current.deleting:
+            finalizers = meta.get("finalizers") or ()
+            causes = new_finalizer_causes(current.finalizers, finalizers)
+            if causes:
+                raise invalid(rt.kind, name, causes)
+            if not finalizers and not current.kept.get("deletionGracePeriodSeconds"):
+                return self._finish(resource, key, current)
         meta["resourceVersion"] = _RV_PLACEHOLDER
         obj.pop("apiVersion", None)
         obj.pop("kind", None)
@@ -585,9 +606,9 @@ class Store:
             return self._delete_pod(key, current, grace_period, dry_run=dry_run)
         if dry_run:
             return current.copy()
-        if resource == "namespaces":
-            self._purge_namespace(name)
-        return self._remove(resource, key, current)
+        if current.finalizers:
+            return self._hold(resource, key, current)
+        return self._finish(resource, key, current)
 
     def _delete_pod(
         self, key: Key, current: Stored, requested: int | None, *, dry_run: bool
@@ -599,8 +620,10 @@ class Store:
             # Already deleting: a grace period may only be shortened.
             pending = meta.get("deletionGracePeriodSeconds")
             if not pending:
+                if dry_run or current.finalizers:
+                    return obj
                 # A deletion whose removal never happened: finish it, without a write.
-                return obj if dry_run else self._remove("pods", key, current, answer=current)
+                return self._remove("pods", key, current, answer=current)
             if requested is None or max(0, requested) >= pending:
                 return obj
             grace = max(0, requested)
@@ -617,6 +640,8 @@ class Store:
             if self.on_graceful is not None:
                 self.on_graceful(key[0], key[1], marked.uid, float(grace))
             return marked.copy()
+        if marked.finalizers:
+            return marked.copy()  # held until an update removes the last finalizer
         return self._remove("pods", key, marked, answer=marked)
 
     @staticmethod
@@ -642,6 +667,21 @@ class Store:
         if current is None or current.uid != uid or not current.deleting:
             return
         self._delete_pod(key, current, 0, dry_run=False)
+
+    def _hold(self, resource: str, key: Key, current: Stored) -> JSONDict:
+        """Delete an object its finalizers keep: mark it deleting now, leave it stored."""
+        if current.deleting:
+            return current.copy()
+        obj = current.copy()
+        obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+        obj["metadata"]["deletionGracePeriodSeconds"] = 0
+        return self._commit(resource, key, "MODIFIED", obj, current).copy()
+
+    def _finish(self, resource: str, key: Key, current: Stored) -> JSONDict:
+        """Remove an object nothing holds any more (a namespace with its contents)."""
+        if resource == "namespaces":
+            self._purge_namespace(key[1])
+        return self._remove(resource, key, current)
 
     def _remove(
         self, resource: str, key: Key, current: Stored, *, answer: Stored | None = None
@@ -794,8 +834,16 @@ def _apply_defaults(resource: str, obj: JSONDict) -> None:
         if isinstance(status, dict) or status is None:
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort", **(status or {})}
     elif resource == "namespaces":
-        obj.setdefault("spec", {"finalizers": ["kubernetes"]})
-        obj.setdefault("status", {"phase": "Active"})
+        # The namespace controller's finalizer is added whatever the client sent.
+        spec = obj.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
+        finalizers = list(spec.get("finalizers") or [])
+        if "kubernetes" not in finalizers:
+            finalizers.append("kubernetes")
+        obj["spec"] = {**spec, "finalizers": finalizers}
+        status = obj.get("status")
+        if isinstance(status, dict) or status is None:
+            obj["status"] = {"phase": "Active", **(status or {})}
         meta = obj["metadata"]
         labels = meta.get("labels")
         if isinstance(labels, dict) or labels is None:

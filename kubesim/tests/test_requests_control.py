@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import aiohttp
+from testkit import pod
 
 from kubesim import RequestLog, RequestRecord, Simulator
 from kubesim.rbac import PolicyRule
 
 
-def pod(name: str, namespace: str = "ns", phase: str = "Failed") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"containers": [{"name": "c", "image": "i"}]},
-        "status": {"phase": phase},
-    }
-
-
 async def test_request_log_counts_by_verb_and_resource(
     sim: Simulator, http: aiohttp.ClientSession
 ) -> None:
-    sim.store.create("pods", pod("a"))
-    sim.store.create("pods", pod("b"))
+    sim.store.create("pods", pod("a", phase="Failed"))
+    sim.store.create("pods", pod("b", phase="Failed"))
     async with http.get("/api/v1/pods"):
         pass
     async with http.get("/api/v1/namespaces/ns/pods/a"):
@@ -74,7 +65,7 @@ def test_request_log_counts_stay_exact_past_the_bound() -> None:
 async def test_deleted_records_keep_the_object_user_and_dry_run(
     sim: Simulator, http: aiohttp.ClientSession
 ) -> None:
-    created = sim.store.create("pods", pod("z"))
+    created = sim.store.create("pods", pod("z", phase="Failed"))
     async with http.delete("/api/v1/namespaces/ns/pods/z", params={"dryRun": "All"}) as r:
         assert r.status == 200
     async with http.delete("/api/v1/namespaces/ns/pods/z") as r:

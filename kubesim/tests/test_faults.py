@@ -170,22 +170,24 @@ def test_specs_in_the_command_line_syntax() -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "message"),
+    "spec",
     [
-        ("boom:x=1", "unknown kind 'boom'"),
-        ("error:status=abc", "status must be an integer, got 'abc'"),
-        ("error:fraction=2", "fraction must be between 0 and 1"),
-        ("error:seconds=1", "unknown option 'seconds' for error"),
-        ("error:verb", "expected key=value, got 'verb'"),
-        ("latency:verb=list", "latency needs seconds="),
-        ("cut-every:", "seconds must be a number"),
-        ("cut-after:x", "events must be an integer"),
-        ("cut-after:3,sometimes", "unknown flag 'sometimes'"),
-        ("cut-now:1", "cut-now takes no arguments"),
+        "boom:x=1",
+        "error:status=abc",
+        "error:fraction=2",
+        "error:seconds=1",
+        "error:verb",
+        "latency:verb=list",
+        "cut-every:",
+        "cut-after:x",
+        "cut-after:3,sometimes",
+        "cut-now:1",
     ],
 )
-def test_bad_specs_are_one_line_value_errors(spec: str, message: str) -> None:
+def test_a_bad_spec_is_refused_in_one_line_naming_it(spec: str) -> None:
+    faults = Faults()
     with pytest.raises(ValueError, match=r"^bad fault spec ") as info:
-        Faults().apply_spec(spec)
-    assert message in str(info.value)
+        faults.apply_spec(spec)
+    assert repr(spec) in str(info.value)
     assert "\n" not in str(info.value)
+    assert (faults.rules, faults.cut_generation) == ((), 0)

@@ -11,8 +11,7 @@ import anyio
 import pytest
 import yaml
 from anyio.abc import Process
-
-from tests.helpers import eventually
+from testkit import eventually
 
 pytestmark = pytest.mark.subprocess
 

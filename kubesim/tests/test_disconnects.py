@@ -11,10 +11,10 @@ import aiohttp
 import anyio
 import pytest
 from anyio.abc import SocketAttribute
+from testkit import eventually
 from yarl import URL
 
 from kubesim import Simulator
-from tests.helpers import eventually
 
 # About 70 MB of LIST or initial watch events: more than loopback socket buffers
 # hold (tens of MB at most), so the server is still writing when the client leaves.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -96,18 +97,20 @@ def test_shutdown_pod_status(
 
 
 @pytest.mark.parametrize(
-    ("version", "variant", "message"),
+    ("version", "variant", "at_fault"),
     [
-        ("1.19", "terminated", "since Kubernetes 1.20"),
-        ("2.0", "terminated", "version must look like"),
-        ("banana", "terminated", "version must look like"),
-        ("1.22", "exploded", "variant must be one of"),
-        ("1.21", "succeeded", "never leaves a shut-down pod Succeeded"),
-        ("1.28", "succeeded", "needs 1.29 or newer"),
+        ("1.19", "terminated", "1.19"),  # no graceful node shutdown before 1.20
+        ("2.0", "terminated", "2.0"),
+        ("banana", "terminated", "banana"),
+        ("1.22", "exploded", "exploded"),
+        ("1.21", "succeeded", "1.21"),  # Succeeded shut-down pods came with 1.29
+        ("1.28", "succeeded", "1.28"),
     ],
 )
-def test_bad_version_or_variant(version: str, variant: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_a_status_no_kubelet_wrote_is_refused_naming_why(
+    version: str, variant: str, at_fault: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(at_fault)):
         shutdown_status(version, variant)
 
 
@@ -246,13 +249,13 @@ async def test_the_simulator_recreates_a_deleted_statefulset_pod(sim: Simulator)
 
 
 @pytest.mark.parametrize(
-    ("node", "options", "message"),
-    [("node-0", {"variant": "nope"}, "variant"), ("node-9", {}, "no node 'node-9'")],
+    ("node", "options", "at_fault"),
+    [("node-0", {"variant": "nope"}, "nope"), ("node-9", {}, "node-9")],
 )
 def test_preempt_validates_first(
-    store: Store, cluster: Cluster, node: str, options: dict[str, Any], message: str
+    store: Store, cluster: Cluster, node: str, options: dict[str, Any], at_fault: str
 ) -> None:
     cluster.build()
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=at_fault):
         cluster.preempt(node, **options)
     assert {p["status"]["phase"] for p in store.list("pods")} == {"Running"}

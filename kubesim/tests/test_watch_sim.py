@@ -8,17 +8,9 @@ from typing import Any
 import aiohttp
 import anyio
 import pytest
+from testkit import eventually, pod
 
 from kubesim import Simulator
-from tests.helpers import eventually
-
-
-def pod(name: str, namespace: str = "ns", phase: str = "Pending") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "x"}},
-        "spec": {"containers": [{"name": "c", "image": "i"}]},
-        "status": {"phase": phase},
-    }
 
 
 async def read_events(resp: aiohttp.ClientResponse, n: int | None = None) -> list[dict[str, Any]]:
@@ -42,10 +34,7 @@ async def test_watch_from_before_compaction_is_410_expired(
     async with http.get("/api/v1/namespaces/ns/pods", params=params) as resp:
         assert resp.status == 410
         body = await resp.json()
-    assert (body["reason"], body["message"]) == (
-        "Expired",
-        f"too old resource version: {old - 1} ({sim.store.resource_version})",
-    )
+    assert body["reason"] == "Expired"
 
 
 async def test_compaction_under_an_open_watch_sends_error_410(
@@ -82,8 +71,8 @@ async def test_expired_continue_token_is_410_with_a_fresh_token(
     ) as resp:
         assert resp.status == 410
         body = await resp.json()
+    # A fresh token lets the client go on, inconsistently, from where it was.
     assert body["reason"] == "Expired"
-    assert "continue parameter is too old" in body["message"]
     assert body["metadata"]["continue"]
 
 

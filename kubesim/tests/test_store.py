@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from testkit import eventually, pod
 
 from kubesim import Simulator
 from kubesim.status import ApiError
 from kubesim.store import Store
-from tests.helpers import eventually
-
-
-def pod(name: str, namespace: str = "ns", **status: str) -> dict[str, object]:
-    return {
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"containers": [{"name": "c", "image": "i"}]},
-        "status": dict(status),
-    }
 
 
 def test_every_write_bumps_one_global_resource_version() -> None:
@@ -71,9 +63,7 @@ def test_history_window_expires_old_versions() -> None:
         store.create("pods", pod(f"p{i}"))
     with pytest.raises(ApiError) as info:
         store.check_watch_start(rv)
-    assert info.value.code == 410
-    assert info.value.reason == "Expired"
-    assert info.value.message == f"too old resource version: {rv} ({store.oldest_resource_version})"
+    assert (info.value.code, info.value.reason) == (410, "Expired")
     store.check_watch_start(store.oldest_resource_version)
 
 

@@ -1,0 +1,451 @@
+"""The Spot node's story on a real cluster, told once per release, with zombied watching.
+
+Workloads of every kind run on the spot node; it shuts down gracefully (as GKE's
+preemption asks ACPI to) while a pod is bound to it; it comes back; it is lost without
+warning and comes back with less CPU; it is lost again, its Node object deleted, and
+comes back under the same name with other labels; at last it runs out of disk. The
+kubelets write what they write; the controllers replace and delete what they do; zombied
+(`zombied run`, as a process, at the defaults but for shorter min ages) reaps. The
+:class:`Story` keeps every version of every pod (`PodRecorder`), the API server's audit
+log (who deleted what, and with which preconditions), zombied's log, and what ``scan``
+and ``explain`` said about each pod while it waited: the tests read them afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from zombied.pod import parse_pod, parse_time
+from zombied.rules import Rule, RuleSet, judge
+
+from tests.nodes import workloads as w
+from tests.nodes.cluster import SPOT, NodeCluster
+from tests.nodes.recorder import PodRecorder
+from tests.realserver.cluster import ClusterError
+
+ZOMBIED_USER = "zombied"
+#: The min age zombied runs with here, for both rules (defaults: 30 s and 5 minutes):
+#: long enough for ``scan`` and ``explain`` to see each zombie before it is due.
+MIN_AGE_S = 20
+RULES = f"node-shutdown={MIN_AGE_S}s,admission-rejected={MIN_AGE_S}s"
+#: Every pod of the story runs in this namespace; zombied watches only it.
+NAMESPACE = "spot-story"
+STEP_TIMEOUT = 120.0
+
+#: Each role, the workload that makes it and how it is placed, before the shutdown.
+#: A role is what the kubelet is asked to end: the corpus names pods by it.
+SHUTDOWN_ROLES = {
+    "graceful": "Deployment pod that exits 0 on SIGTERM",
+    "stubborn": "Deployment pod killed at the end of its grace period",
+    "batch": "Job pod running at the shutdown",
+    "done": "Job pod completed before the shutdown",
+    "web": "StatefulSet pod",
+    "agent": "DaemonSet pod",
+    "bare": "bare pod",
+    "critical": "critical pod (system-node-critical)",
+    "oom": "OOMKilled pod",
+    "evicted": "pod evicted for its emptyDir over sizeLimit",
+    "static": "mirror pod of a static pod",
+    "late": "pod bound during the shutdown",
+}
+RETURN_ROLES = {
+    "cpu-first": "pod admitted first when the node returns with less CPU",
+    "cpu-second": "pod that no longer fits when the node returns with less CPU",
+    "selector": "pod whose node selector the returned node no longer matches",
+    "pressure": "pod evicted under node disk pressure",
+    "lost-job": "Job pod running when its node lost power",
+}
+ROLES = {**SHUTDOWN_ROLES, **RETURN_ROLES}
+#: The parts of the story, in order, in words.
+PHASES = {
+    "shutdown": "graceful node shutdown",
+    "return": "node back after its shutdown",
+    "lost": "node lost without a shutdown, back with less CPU",
+    "relabel": "node lost, its Node object deleted, back with other labels",
+    "pressure": "node under disk pressure",
+}
+
+
+@dataclass
+class View:
+    """What ``scan`` and ``explain`` said of one pod: is it a zombie, and by which rule."""
+
+    scan_rule: str | None
+    explain_rule: str | None
+    explain_skip: str | None
+
+
+@dataclass
+class Story:
+    cluster: NodeCluster
+    workdir: Path
+    recorder: PodRecorder
+    #: Each phase and the monotonic time it began.
+    phases: dict[str, float] = field(default_factory=dict)
+    #: When the spot node was told to shut down, and how long until its kubelet released
+    #: its shutdown lock.
+    announced_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    released_after_s: float = 0.0
+    #: uid → role (see `ROLES`).
+    roles: dict[str, str] = field(default_factory=dict)
+    #: pod name → what scan and explain said while it waited.
+    views: dict[str, View] = field(default_factory=dict)
+    zombied_exit: int | None = None
+    #: Monotonic and wall clock at one instant, to place audit times on the recorder's.
+    clock: tuple[float, datetime] = field(
+        default_factory=lambda: (time.monotonic(), datetime.now(UTC))
+    )
+
+    @property
+    def version(self) -> str:
+        return self.cluster.release.version
+
+    def monotonic(self, moment: datetime) -> float:
+        mono, wall = self.clock
+        return mono + (moment - wall).total_seconds()
+
+    def phase_at(self, moment: float) -> str:
+        """The part of the story going on at monotonic time ``moment``."""
+        started = [name for name, at in self.phases.items() if at <= moment]
+        return started[-1] if started else next(iter(PHASES))
+
+    # ------------------------------------------------------------------ reading
+
+    def zombied_log(self) -> list[dict[str, Any]]:
+        lines = (self.workdir / "zombied.log").read_text().splitlines()
+        return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def deletes(self) -> list[dict[str, Any]]:
+        """Every completed DELETE of a pod in the story's namespace, oldest first."""
+        return self.cluster.audit(verb="delete", resource="pods", namespace=NAMESPACE)
+
+
+# ---------------------------------------------------------------------- the telling
+
+
+def tell(cluster: NodeCluster, workdir: Path) -> Story:
+    """Run the whole story on ``cluster``; return what happened."""
+    cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+    with PodRecorder(cluster, NAMESPACE) as recorder, _zombied(cluster, workdir) as zombied:
+        story = Story(cluster, workdir, recorder)
+        _wait(lambda: zombied_ready(story), "zombied to be ready")
+        with _Viewer(story):
+            _shutdown(story)
+            _return_with_less_cpu(story)
+            _return_relabelled(story)
+            _disk_pressure(story)
+        zombied.send_signal(signal.SIGTERM)
+        story.zombied_exit = zombied.wait(60)
+    return story
+
+
+def zombied_ready(story: Story) -> bool:
+    return any(event.get("event") == "watch.synced" for event in story.zombied_log())
+
+
+@contextmanager
+def _zombied(cluster: NodeCluster, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with (workdir / "zombied.log").open("wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "zombied",
+                "run",
+                f"--kubeconfig={cluster.kubeconfig(ZOMBIED_USER)}",
+                f"--namespaces={NAMESPACE}",
+                f"--rules={RULES}",
+                "--listen=127.0.0.1:0",
+                "--log-format=json",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def _post(story: Story, obj: dict[str, Any]) -> dict[str, Any]:
+    path = "/" + w.collection(obj["kind"]).format(namespace=NAMESPACE)
+    status, body = story.cluster.request("POST", path, obj)
+    if status != 201:
+        raise ClusterError(f"creating {obj['kind']} {obj['metadata']['name']}: {status} {body}")
+    return dict(body)
+
+
+def _wait(ready: Callable[[], object], what: str, timeout: float = STEP_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise ClusterError(f"no {what} after {timeout:.0f}s")
+        time.sleep(0.2)
+
+
+def _on(story: Story, node: str) -> list[dict[str, Any]]:
+    return [p for p in story.recorder.latest() if p["spec"].get("nodeName") == node]
+
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+def _phase(pod: dict[str, Any]) -> str:
+    return str(pod.get("status", {}).get("phase", ""))
+
+
+def _resynced(story: Story, node: str, bound: list[dict[str, Any]]) -> bool:
+    """Whether the node's kubelet, since its last boot, has written every pod that was
+    bound to it and not terminal: each now runs its containers or is terminal."""
+    booted = story.cluster.nodes[node].booted_at.replace(microsecond=0)
+    latest = {p["metadata"]["uid"]: p for p in story.recorder.latest()}
+    for uid in (p["metadata"]["uid"] for p in bound if _phase(p) not in TERMINAL):
+        pod = latest.get(uid)
+        if pod is None:
+            continue  # deleted meanwhile (by its controller, PodGC or zombied)
+        writes = [
+            parse_time(entry.get("time"))
+            for entry in pod["metadata"].get("managedFields", [])
+            if entry.get("manager") == "kubelet"
+        ]
+        if not any(stamp is not None and stamp >= booted for stamp in writes):
+            return False
+        statuses = pod.get("status", {}).get("containerStatuses", [])
+        running = statuses and all("running" in c.get("state", {}) for c in statuses)
+        if _phase(pod) not in TERMINAL and not running:
+            return False
+    return True
+
+
+def _reboot(story: Story, node_name: str) -> None:
+    """Boot the node again; return once its kubelet has dealt with every pod bound to it."""
+    bound = _on(story, node_name)
+    node = story.cluster.nodes[node_name]
+    node.boot()
+    story.cluster.wait_ready(node_name)
+    _wait(lambda: _resynced(story, node_name, bound), f"{node_name}'s kubelet to sync its pods")
+
+
+def _name_roles(
+    story: Story, pods: list[dict[str, Any]], roles: dict[str, str] | None = None
+) -> None:
+    """Give each pod without a role the role its app label or name maps to in ``roles``
+    (by default, the role of that name)."""
+    for pod in pods:
+        app = pod["metadata"].get("labels", {}).get("app", "")
+        role = (roles or {}).get(app) or (app if app in ROLES and roles is None else None)
+        if role is not None:
+            story.roles.setdefault(pod["metadata"]["uid"], role)
+
+
+def _shutdown(story: Story) -> None:
+    story.phases["shutdown"] = time.monotonic()
+    spot = {"pool": "spot"}
+    _post(story, w.deployment("graceful", w.pod_spec(w.GRACEFUL, **spot), replicas=2))
+    _post(story, w.deployment("stubborn", w.pod_spec(w.STUBBORN, **spot)))
+    _post(story, w.job("batch", w.pod_spec(w.STUBBORN, restart="Never", **spot)))
+    _post(story, w.job("done", w.pod_spec(["true"], restart="Never", **spot)))
+    _post(story, w.statefulset("web", w.pod_spec(w.GRACEFUL, **spot)))
+    _post(story, w.daemonset("agent", w.pod_spec(w.GRACEFUL)))
+    _post(story, w.pod("bare", w.pod_spec(w.GRACEFUL, node=SPOT)))
+    critical = w.pod_spec(w.GRACEFUL, node=SPOT, priorityClassName="system-node-critical")
+    _post(story, w.pod("critical", critical))
+    oom = w.pod_spec(["sh", "-c", "head -c 200m /dev/zero | tail"], restart="Never", node=SPOT)
+    oom["containers"][0]["resources"] = {"limits": {"memory": "16Mi"}}
+    _post(story, w.pod("oom", oom))
+    scratch = w.pod_spec(
+        ["sh", "-c", "dd if=/dev/zero of=/scratch/f bs=1M count=8; sleep 3600"],
+        node=SPOT,
+        volumes=[{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}],
+    )
+    scratch["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+    _post(story, w.pod("evicted", scratch))
+    static = w.pod("static", w.pod_spec(w.GRACEFUL))
+    static["metadata"]["namespace"] = NAMESPACE
+    (story.cluster.nodes[SPOT].directory / "manifests" / "static.json").write_text(
+        json.dumps(static)
+    )
+
+    def ready() -> bool:
+        pods = {p["metadata"].get("labels", {}).get("app"): p for p in _on(story, SPOT)}
+        terminal = {"done": "Succeeded", "oom": "Failed", "evicted": "Failed"}
+        return set(pods) >= set(SHUTDOWN_ROLES) - {"late"} and all(
+            _phase(pod) == terminal.get(app, "Running") for app, pod in pods.items()
+        )
+
+    _wait(ready, "workloads running on the spot node")
+    _name_roles(story, _on(story, SPOT))
+
+    node = story.cluster.nodes[SPOT]
+    node.announce_shutdown()
+    announced = time.monotonic()
+    story.announced_at = datetime.now(UTC)
+    # A pod bound while the kubelet ends the others, as a scheduler (or a DaemonSet)
+    # does before it sees the node go.
+    _wait(
+        lambda: any(
+            story.roles.get(p["metadata"]["uid"]) in ("graceful", "bare") and _phase(p) != "Running"
+            for p in _on(story, SPOT)
+        ),
+        "the kubelet to end the first pod",
+    )
+    _name_roles(story, [_post(story, w.pod("late", w.pod_spec(w.GRACEFUL, node=SPOT)))])
+    node.power_off()
+    story.released_after_s = time.monotonic() - announced
+    _wait_reaped(story)
+
+
+def _return_with_less_cpu(story: Story) -> None:
+    story.phases["return"] = time.monotonic()
+    node = story.cluster.nodes[SPOT]
+    _reboot(story, SPOT)
+    story.phases["lost"] = time.monotonic()
+    for name in ("cpu-first", "cpu-second", "selector"):
+        spec = w.pod_spec(w.GRACEFUL, pool="spot")
+        if name.startswith("cpu"):
+            spec["containers"][0]["resources"] = {"requests": {"cpu": "700m"}}
+        _name_roles(story, [_post(story, w.pod(name, spec))])
+        # Admitted in creation order when the node returns: one at a time.
+        _wait(
+            lambda name=name: any(
+                p["metadata"]["name"] == name and _phase(p) == "Running" for p in _on(story, SPOT)
+            ),
+            f"{name} running",
+        )
+    _name_roles(
+        story,
+        [p for p in _on(story, SPOT) if _phase(p) == "Running"],
+        {"batch": "lost-job"},
+    )
+    node.kill()
+    node.system_reserved = {"cpu": "1"}
+    _reboot(story, SPOT)
+    _wait_reaped(story)
+
+
+def _return_relabelled(story: Story) -> None:
+    story.phases["relabel"] = time.monotonic()
+    node = story.cluster.nodes[SPOT]
+    node.kill()
+    status, body = story.cluster.request("DELETE", f"/api/v1/nodes/{SPOT}")
+    if status != 200:
+        raise ClusterError(f"deleting node {SPOT}: {status} {body}")
+    node.system_reserved = {}
+    node.labels = {w.POOL: "spot-2"}
+    _reboot(story, SPOT)
+    _wait_reaped(story)
+
+
+def _disk_pressure(story: Story) -> None:
+    """A pod fills the disk past the kubelet's threshold: a node-pressure eviction."""
+    story.phases["pressure"] = time.monotonic()
+    node = story.cluster.nodes[SPOT]
+    node.kill()
+    # The threshold: 300 MiB less free space than there is now; the pod writes 600.
+    free = shutil.disk_usage(node.directory).free // 2**20
+    node.eviction_hard = {**node.eviction_hard, "nodefs.available": f"{free - 300}Mi"}
+    _reboot(story, SPOT)
+    filler = w.pod_spec(
+        ["sh", "-c", "dd if=/dev/zero of=/fill bs=1M count=600; sleep 3600"], node=SPOT
+    )
+    _name_roles(story, [_post(story, w.pod("pressure", filler))])
+    _wait(
+        lambda: any(
+            p["metadata"]["name"] == "pressure" and _phase(p) == "Failed"
+            for p in story.recorder.latest()
+        ),
+        "the kubelet to evict the pod",
+    )
+    node.kill()
+
+
+class _Viewer:
+    """Asks ``scan`` and ``explain`` about each pod as soon as it turns terminal, while
+    it waits for its min age: in a thread of its own, for the whole story."""
+
+    def __init__(self, story: Story) -> None:
+        self.story = story
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> None:
+        self.thread.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        if self.error is not None:
+            raise ClusterError(f"scan or explain failed: {self.error}") from self.error
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.3):
+            try:
+                self.view()
+            except Exception as exc:
+                self.error = exc
+                return
+
+    def view(self) -> None:
+        story = self.story
+        kubeconfig = str(story.cluster.kubeconfig(ZOMBIED_USER))
+        base = [sys.executable, "-m", "zombied"]
+        common = [f"--kubeconfig={kubeconfig}", f"--namespaces={NAMESPACE}", f"--rules={RULES}"]
+        terminal = [
+            p["metadata"]["name"]
+            for p in story.recorder.latest()
+            if _phase(p) in TERMINAL and p["metadata"]["name"] not in story.views
+        ]
+        if not terminal:
+            return
+        scan = subprocess.Popen(
+            [*base, "scan", *common, f"--namespace={NAMESPACE}", "--waiting", "-o", "json"],
+            stdout=subprocess.PIPE,
+        )
+        explains = {
+            name: subprocess.Popen(
+                [*base, "explain", *common, f"{NAMESPACE}/{name}", "-o", "json"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for name in terminal
+        }
+        listed = {item["pod"]["name"]: item["rule"] for item in json.loads(scan.communicate()[0])}
+        for name, process in explains.items():
+            out, err = process.communicate()
+            if process.returncode != 0:
+                raise ClusterError(f"explain {name}: {err.decode()}")
+            explained = json.loads(out)
+            story.views[name] = View(listed.get(name), explained.get("rule"), explained.get("skip"))
+
+
+def _wait_reaped(story: Story) -> None:
+    """Until zombied has deleted every pod it will: none left that a rule selects. The
+    next phase's reboot would have the kubelet write its terminal pods again."""
+    rules = RuleSet((Rule("node-shutdown", MIN_AGE_S), Rule("admission-rejected", MIN_AGE_S)))
+    now = datetime.now(UTC)
+
+    def left() -> list[str]:
+        return [
+            p["metadata"]["name"]
+            for p in story.recorder.latest()
+            if judge(parse_pod(p), rules, first_seen=now).zombie
+        ]
+
+    _wait(lambda: not left(), f"zombied to reap {left()}", timeout=MIN_AGE_S + 60)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Protocol, Self
+from typing import Any, ClassVar, Final, Protocol, Self
 
 import anyio
 import anyio.abc
@@ -74,33 +74,23 @@ class Token:
 
 
 class Source(Protocol):
-    """Where tokens come from."""
+    """Where tokens come from: `fetch` gives one now, or `CredentialError`;
+    ``refreshable`` says whether asking again can give another (worth it after a 401),
+    ``failure_event`` is the log event of a failed refresh."""
 
-    @property
-    def failure_event(self) -> str:
-        """The log event of a failed refresh."""
-        ...
+    refreshable: ClassVar[bool]
+    failure_event: ClassVar[str]
 
-    @property
-    def refreshable(self) -> bool:
-        """Whether asking again can give another token (worth it after a 401)."""
-        ...
-
-    async def fetch(self) -> Token:
-        """A token now; `CredentialError` when there is none to be had."""
-        ...
+    async def fetch(self) -> Token: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Fixed:
     """A token, basic auth or nothing, written in the kubeconfig: never refreshed."""
 
+    refreshable: ClassVar[bool] = False
+    failure_event: ClassVar[str] = "api.credentials_failed"
     header: str | None = None
-    failure_event: str = "api.credentials_failed"
-
-    @property
-    def refreshable(self) -> bool:
-        return False
 
     async def fetch(self) -> Token:
         return Token(self.header)
@@ -110,12 +100,9 @@ class Fixed:
 class TokenFile:
     """A bearer token in a file, re-read every ``TOKEN_FILE_PERIOD``."""
 
+    refreshable: ClassVar[bool] = True
+    failure_event: ClassVar[str] = "api.token_unreadable"
     path: Path
-    failure_event: str = "api.token_unreadable"
-
-    @property
-    def refreshable(self) -> bool:
-        return True
 
     async def fetch(self) -> Token:
         try:
@@ -131,17 +118,14 @@ class TokenFile:
 class ExecPlugin:
     """A kubeconfig ``exec`` plugin, run for each token with a deadline."""
 
+    refreshable: ClassVar[bool] = True
+    failure_event: ClassVar[str] = "api.exec_plugin_failed"
     command: str
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     api_version: str = _EXEC_API_VERSIONS[0]
     install_hint: str = ""
     timeout: float = PLUGIN_TIMEOUT
-    failure_event: str = "api.exec_plugin_failed"
-
-    @property
-    def refreshable(self) -> bool:
-        return True
 
     @property
     def name(self) -> str:

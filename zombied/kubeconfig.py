@@ -158,29 +158,29 @@ def _named(merged: Mapping[str, Any], section: str, name: str) -> Mapping[str, A
     return None
 
 
-def choose(merged: Mapping[str, Any], context: str | None, where: str) -> tuple[str, str, str]:
-    """The names of (context, cluster, user) to use; `KubeconfigError` naming the
-    contexts there are when ``context`` is not one of them or none is current."""
+def choose(
+    merged: Mapping[str, Any], context: str | None, where: str
+) -> tuple[str, Mapping[str, Any], Mapping[str, Any]]:
+    """The context to use, its cluster and its user (none: anonymous); `KubeconfigError`
+    naming the contexts there are when ``context`` is not one of them or none is set."""
     names = [str(entry.get("name")) for entry in merged["contexts"]]
     there = f"the contexts are: {', '.join(names)}" if names else "it defines no context"
-    if context is None:
-        context = merged.get("current-context")
-        if not context:
-            raise KubeconfigError(
-                f"{where}: no current-context is set; choose one with --context ({there})"
-            )
-        option = where
-    else:
-        option = "--context"
+    option = "--context" if context is not None else where
+    context = context if context is not None else merged.get("current-context")
+    if not context:
+        raise KubeconfigError(
+            f"{where}: no current-context is set; choose one with --context ({there})"
+        )
     body = _named(merged, "contexts", context)
     if body is None:
         raise KubeconfigError(f"{option}: no context named {context!r} in {where}; {there}")
-    cluster = str(body.get("cluster") or "")
-    if _named(merged, "clusters", cluster) is None:
+    cluster = _named(merged, "clusters", str(body.get("cluster") or ""))
+    if not cluster or not cluster.get("server"):
         raise KubeconfigError(
-            f"{where}: context {context!r} names cluster {cluster!r}, which it does not define"
+            f"{where}: context {context!r} names cluster {body.get('cluster')!r}, which it "
+            "does not define with a server"
         )
-    return context, cluster, str(body.get("user") or "")
+    return context, cluster, _named(merged, "users", str(body.get("user") or "")) or {}
 
 
 async def load_access(
@@ -196,26 +196,20 @@ async def load_access(
             )
         except ConfigException as exc:
             raise KubeconfigError(f"in-cluster configuration: {exc}") from exc
-        return Access(
-            _cluster(configuration), TokenFile(SERVICE_ACCOUNT_DIR / "token"), "in-cluster"
-        )
+        token = TokenFile(SERVICE_ACCOUNT_DIR / "token")
+        return Access(_cluster(configuration), token, "in-cluster")
     where, paths = kubeconfig_files(kubeconfig, environ)
-    merged = merge(_read(where, paths))
-    chosen, cluster, user_name = choose(merged, context, where)
-    user = _named(merged, "users", user_name) or {}
+    chosen, cluster, user = choose(merge(_read(where, paths)), context, where)
     try:
         source = source_for_user(user)
     except CredentialError as exc:
-        raise KubeconfigError(f"{where}: user {user_name!r}: {exc}") from None
-    server = (_named(merged, "clusters", cluster) or {}).get("server")
-    if not server:
-        raise KubeconfigError(f"{where}: cluster {cluster!r} has no server")
+        raise KubeconfigError(f"{where}: context {chosen!r}: {exc}") from None
     # kubernetes_asyncio reads the cluster and the TLS half of the user; no credentials.
     tls = {field: user[field] for field in _TLS_USER_FIELDS if field in user}
     document = {
-        "clusters": [{"name": cluster, "cluster": _named(merged, "clusters", cluster)}],
-        "users": [{"name": "tls", "user": tls}],
-        "contexts": [{"name": chosen, "context": {"cluster": cluster, "user": "tls"}}],
+        "clusters": [{"name": "cluster", "cluster": cluster}],
+        "users": [{"name": "user", "user": tls}],
+        "contexts": [{"name": chosen, "context": {"cluster": "cluster", "user": "user"}}],
         "current-context": chosen,
     }
     try:

@@ -1,6 +1,6 @@
 """Talking to the API server: one transport, one owner of credentials, one failure type.
 
-`open_kube` finds the cluster and credentials (`zombied.kubeconfig`), builds the one
+`open_kube` finds the cluster and credentials (`zombied.access`), builds the one
 HTTP transport every request goes through (`open_session`: its limits, timeouts and
 keep-alive say why they are what they are) and yields a `Kube`, which sends each
 request with the header `zombied.credentials.Credentials` keeps fresh and, after a
@@ -35,9 +35,9 @@ import msgspec
 from yarl import URL
 
 from zombied import __version__
+from zombied.access import Cluster, load_access
 from zombied.credentials import CredentialError, Credentials
 from zombied.errors import KubeconfigError, ZombiedError
-from zombied.kubeconfig import Cluster, load_access
 from zombied.log import get_logger
 
 log = get_logger(__name__)

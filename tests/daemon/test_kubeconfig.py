@@ -13,9 +13,10 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from zombied.access import load_access
 from zombied.cli import main
 from zombied.kube import Request, open_kube
-from zombied.kubeconfig import load_access, merge
+from zombied.kubeconfig import merge
 
 from kubesim import Simulator
 from tests.daemon.test_credentials import GCLOUD_FAILURE, Plugin

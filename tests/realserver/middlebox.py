@@ -15,6 +15,7 @@ black-holes them on purpose with `Middlebox.black_hole_watches`.
 
 from __future__ import annotations
 
+import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from anyio.streams.tls import TLSListener, TLSStream
 from tests.helpers import Certificate, self_signed
 
 _CHUNK = 65536
+_TIMEOUT = re.compile(rb"[?&]timeoutSeconds=(\d+)")
 
 
 @dataclass
@@ -36,8 +38,12 @@ class _Flow:
     last: float = field(default_factory=anyio.current_time)
     watch: bool = False
     dead: bool = False
+    closed: bool = False
     client_closed: bool = False
-    bookmarks: int = 0
+    #: When each watch request began and the timeoutSeconds it asked for.
+    watches: list[tuple[float, int]] = field(default_factory=list)
+    #: When each bookmark passed.
+    bookmarks: list[float] = field(default_factory=list)
 
 
 class Middlebox:
@@ -65,8 +71,8 @@ class Middlebox:
         return sum(flow.dead for flow in self.flows)
 
     def watches(self) -> list[_Flow]:
-        """The watch connections that carry data now."""
-        return [flow for flow in self.flows if flow.watch and not flow.dead]
+        """The open watch connections that carry data."""
+        return [flow for flow in self.flows if flow.watch and not (flow.dead or flow.closed)]
 
     def black_hole_watches(self) -> list[_Flow]:
         """Forget the open watch connections, as a middlebox that lost their state."""
@@ -112,7 +118,10 @@ class Middlebox:
         # The client's stream is ours once accepted: closed also when the upstream
         # cannot be reached.
         async with client:
-            await self._forward(client, flow)
+            try:
+                await self._forward(client, flow)
+            finally:
+                flow.closed = True
 
     async def _forward(self, client: TLSStream, flow: _Flow) -> None:
         async with (
@@ -140,10 +149,12 @@ class Middlebox:
                 data = await source.receive(_CHUNK)
                 if flow.dead:
                     continue  # dropped on the floor, as a middlebox that forgot the flow
+                now = flow.last = anyio.current_time()
                 if from_client and b"watch=true" in data:
                     flow.watch = True
-                flow.bookmarks += data.count(b'"type":"BOOKMARK"')
-                flow.last = anyio.current_time()
+                    asked = _TIMEOUT.search(data)
+                    flow.watches.append((now, int(asked[1]) if asked else 0))
+                flow.bookmarks += [now] * data.count(b'"type":"BOOKMARK"')
                 await sink.send(data)
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             flow.client_closed = flow.client_closed or from_client

@@ -104,5 +104,6 @@ async def test_a_black_holed_watch_is_noticed_and_watched_again(
     # The measured bound, for whoever reads the test output.
     print(
         f"\n{real_cluster.name}: black-holed watch noticed after {noticed:.1f} s "
-        f"(bookmarks before: {forgotten.bookmarks}); reaped again in {reaped:.1f} s"
+        f"(watches asked: {forgotten.watches}, bookmarks at: {forgotten.bookmarks}); "
+        f"reaped again in {reaped:.1f} s"
     )

@@ -6,8 +6,14 @@
 #                    on TEST_JOBS=auto processes (0: one process); builds the real
 #                    kube-apiservers and helm first (see make real-apiserver, make helm)
 #   make test-real   the suites that run against the real kube-apiservers v1.20.2 and
-#                    v1.37.2 with etcd (one server each for the session)
-#   make real-apiserver  build kube-apiserver v1.20.2 and etcd 3.4 from Debian's packages,
+#                    v1.37.2 with etcd (one server each for the session), and the
+#                    Spot node's story on real clusters with kubelets of both releases
+#   make test-nodes  the Spot node's story alone (RECORD=1: record what the kubelets
+#                    wrote as kubesim's corpus, kubesim/src/kubesim/recorded)
+#   make node-packages  install containerd, runc, the CNI plugins, dbus, busybox-static
+#                    and socat from Debian when missing (the test nodes run them)
+#   make real-apiserver  build Kubernetes v1.20.2 (kube-apiserver, controller-manager,
+#                    scheduler, kubelet, pause) and etcd 3.4 from Debian's packages,
 #                    and v1.37.2 and etcd 3.6.16 from their Go modules, into
 #                    ~/.cache/zombied (once; later runs do nothing)
 #   make helm        build the pinned helm (charts/zombied's tests) from its Go module
@@ -53,7 +59,8 @@ LINT_IMPORTS := $(PY) -c 'import sys; from importlinter.cli import lint_imports_
 # Tests that need the real kube-apiserver or helm fail instead of skipping when missing.
 REAL := ZOMBIED_REQUIRE_REAL_APISERVER=1 ZOMBIED_REQUIRE_HELM=1
 
-.PHONY: help venv demo test test-real real-apiserver helm lint fmt bench soak soak-ci image docs clean \
+.PHONY: help venv demo test test-real test-nodes node-packages real-apiserver helm lint fmt bench \
+	soak soak-ci image docs clean \
 	constraints prometheus monitoring-plot
 
 # Prometheus and promtool for the monitoring tests: Debian bookworm's package, downloaded
@@ -99,7 +106,7 @@ helm: $(STAMP)
 # Tests are spread over TEST_JOBS processes one by one, except that the tests of one
 # `pytest.mark.xdist_group` run in one process (those sharing an expensive fixture:
 # each real kube-apiserver's tests share one server this way, one per release).
-test: lint real-apiserver helm prometheus
+test: lint real-apiserver helm prometheus node-packages
 	@rm -f .coverage .coverage.*
 	@rc=0; $(REAL) $(PYTEST) -m 'not slow' -n $(TEST_JOBS) --dist loadgroup \
 		--cov=zombied --cov=kubesim/src/kubesim --cov-report=term tests kubesim/tests || rc=$$?; \
@@ -109,10 +116,20 @@ test: lint real-apiserver helm prometheus
 
 # One kube-apiserver and etcd per release for the whole session, stopped at the end in
 # any case. One process: on 2 cores it is faster than two workers starving each other.
-test-real: real-apiserver helm
-	@rc=0; $(REAL) $(PYTEST) -p no:cacheprovider -k 'not kubesim' tests/contract tests/realserver || rc=$$?; \
+test-real: real-apiserver helm node-packages
+	@rc=0; $(REAL) $(PYTEST) -p no:cacheprovider -k 'not kubesim' tests/contract tests/realserver tests/nodes || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
+
+# Both releases' stories at once, one worker each.
+test-nodes: real-apiserver node-packages
+	@rc=0; $(if $(RECORD),ZOMBIED_RECORD_KUBELETS=1) $(REAL) $(PYTEST) -p no:cacheprovider \
+		-n 2 --dist loadgroup tests/nodes || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
+
+node-packages:
+	tests/nodes/packages.sh
 
 fmt: $(STAMP)
 	$(RUFF) format .

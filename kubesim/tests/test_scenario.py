@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kubesim import Simulator
+from kubesim.recorded import recorded
 from kubesim.scenario import (
     Cluster,
     Owner,
@@ -29,22 +30,26 @@ OLD_REJECTED = "Pod Node is in progress of shutting down, not admitting any new 
 KILLED = "Pod was terminated in response to imminent node shutdown."
 REJECTED = "Pod Pod was rejected as the node is shutting down."
 
-# version, variant -> phase, reason, message, DisruptionTarget condition
+# Kubelets not recorded here, as documented: version, variant -> phase, reason, message,
+# DisruptionTarget condition.
 TABLE: list[tuple[str, str, tuple[str, str, str, bool]]] = [
-    ("1.20", "terminated", ("Failed", "Shutdown", OLD_KILLED, False)),
     ("1.20", "rejected", ("Failed", "Shutdown", OLD_REJECTED, False)),
     ("1.22", "terminated", ("Failed", "Terminated", KILLED, False)),
     ("1.22", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
     ("1.26", "terminated", ("Failed", "Terminated", KILLED, True)),
-    ("1.29", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
-    ("v1.31.2", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
-    ("newest", "rejected", ("Failed", "NodeShutdown", REJECTED, False)),
-    ("newest", "succeeded", ("Succeeded", "Terminated", KILLED, True)),
+]
+#: Versions and variants whose pods a recorded kubelet wrote: release, role replayed.
+REPLAYED = [
+    ("1.20", "terminated", "v1.20.2", "stubborn"),
+    ("v1.37.2", "terminated", "v1.37.2", "stubborn"),
+    ("newest", "succeeded", "v1.37.2", "graceful"),
+    ("newest", "rejected", "v1.37.2", "late"),
+    ("1.29", "succeeded", "v1.37.2", "graceful"),
 ]
 
 
 def conditions(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["type"]: c for c in pod["status"]["conditions"]}
+    return {c["type"]: c for c in pod["status"].get("conditions", [])}
 
 
 def running_pod(owner: Owner | None = None) -> dict[str, Any]:
@@ -60,7 +65,7 @@ def running_pod(owner: Owner | None = None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("version", "variant", "expected"), TABLE)
-def test_shutdown_pod_status(
+def test_documented_shutdown_status(
     version: str, variant: str, expected: tuple[str, str, str, bool]
 ) -> None:
     phase, reason, message, disruption = expected
@@ -74,26 +79,44 @@ def test_shutdown_pod_status(
     conds = conditions(pod)
     assert conds["Ready"]["status"] == "False"
     assert conds["Ready"]["lastTransitionTime"] == NOW_TEXT
-    assert conds["Ready"]["reason"] == "PodCompleted"
     if disruption:
         target = conds["DisruptionTarget"]
-        assert target["status"] == "True"
-        assert target["reason"] == "TerminationByKubelet"
+        assert (target["status"], target["reason"]) == ("True", "TerminationByKubelet")
         assert target["message"] == message
-        assert target["lastTransitionTime"] == NOW_TEXT
     else:
         assert "DisruptionTarget" not in conds
     [container] = status["containerStatuses"]
-    terminated = container["state"]["terminated"]
     assert set(container["state"]) == {"terminated"}
-    assert container["ready"] is False
-    assert terminated["finishedAt"] == NOW_TEXT
-    assert terminated["exitCode"] == (
-        0 if variant == "succeeded" else 137 if variant == "rejected" else 143
-    )
+    assert container["state"]["terminated"]["finishedAt"] == NOW_TEXT
     # The input is left alone: builders are pure.
     assert before["status"]["phase"] == "Running"
     assert pod["metadata"] == before["metadata"]
+
+
+@pytest.mark.parametrize(("version", "variant", "release", "role"), REPLAYED)
+def test_recorded_kubelets_are_replayed(
+    version: str, variant: str, release: str, role: str
+) -> None:
+    written = next(pod for pod in recorded(release) if pod.role == role).pod
+    before = running_pod(Owner("ReplicaSet", "api-7d4b9c8f6d", "rs-uid"))
+    pod = shutdown_pod(before, version=version, variant=variant, now=NOW)
+    status, original = pod["status"], written["status"]
+    for key in ("phase", "reason", "message"):
+        assert status.get(key) == original.get(key)
+    assert {
+        (c["type"], c["status"], c.get("reason"), c.get("message"))
+        for c in status.get("conditions", [])
+    } == {
+        (c["type"], c["status"], c.get("reason"), c.get("message"))
+        for c in original.get("conditions", [])
+    }
+    assert [c["name"] for c in status.get("containerStatuses", [])] == (
+        ["api"] if original.get("containerStatuses") else []
+    )
+    kubelet = [e for e in pod["metadata"]["managedFields"] if e["manager"] == "kubelet"]
+    assert kubelet[-1]["time"] <= NOW_TEXT
+    assert NOW_TEXT in str(status) + str(kubelet)
+    assert before["status"]["phase"] == "Running"
 
 
 @pytest.mark.parametrize(

@@ -32,11 +32,13 @@ _HASHED = ("pod-template-hash", "controller-revision-hash")
 
 
 def last_seen(seen: list[Seen]) -> Seen:
-    """The pod as it was before anyone deleted it."""
+    """The pod as the kubelet left it: its last terminal state before anyone deleted it
+    (a mirror pod turns Running again when its node returns), else its last state."""
     alive = [
         s for s in seen if s.type != "DELETED" and not s.pod["metadata"].get("deletionTimestamp")
     ]
-    return alive[-1] if alive else seen[-1]
+    terminal = [s for s in alive if s.pod.get("status", {}).get("phase") in ("Succeeded", "Failed")]
+    return (terminal or alive or seen)[-1]
 
 
 def verdict(pod: dict[str, Any]) -> str:
@@ -109,25 +111,28 @@ def normalise(pod: dict[str, Any], role: str, origin: datetime) -> dict[str, Any
 
 
 def shape(pod: dict[str, Any]) -> dict[str, Any]:
-    """What the kubelet wrote that must be the same on every run of a release."""
+    """What zombied reads of what the kubelet wrote, which must be the same on every run
+    of a release: the phase, reason and message, the DisruptionTarget condition, and
+    which of the pod's times tells when it ended. (Numbers such as free disk space are
+    masked; conditions and container states that a kubelet writes again when it
+    returns, or not, depending on when, are left out.)"""
     status = pod.get("status", {})
+    disruption = next(
+        (c for c in status.get("conditions", []) if c.get("type") == "DisruptionTarget"), None
+    )
 
     def masked(text: object) -> object:
         return _DIGITS.sub("N", text) if isinstance(text, str) else text
 
+    snapshot = parse_pod(pod)
     return {
         "phase": status.get("phase"),
         "reason": status.get("reason"),
         "message": masked(status.get("message")),
-        "conditions": sorted(
-            (c["type"], c["status"], c.get("reason"), masked(c.get("message")))
-            for c in status.get("conditions", [])
-        ),
-        "containers": [
-            (kind, state.get("reason"), state.get("exitCode"))
-            for c in status.get("containerStatuses", [])
-            for kind, state in c.get("state", {}).items()
-        ],
+        "disruption": None
+        if disruption is None
+        else (disruption.get("status"), disruption.get("reason"), disruption.get("message")),
+        "time from": snapshot.terminated_source or None,
     }
 
 
@@ -143,8 +148,8 @@ def entries(story: Story) -> list[dict[str, Any]]:
         pod = last.pod
         found[role] = {
             "role": role,
-            "scenario": PHASES[story.phase_at(last.at)],
-            "description": ROLES[role],
+            "scenario": PHASES[ROLES[role][0]],
+            "description": ROLES[role][1],
             "verdict": verdict(pod),
             "deletedBy": deleted_by(story, seen),
             "pod": normalise(pod, role, origin),

@@ -2,8 +2,8 @@
 
 Workloads of every kind run on the spot node; it shuts down gracefully (as GKE's
 preemption asks ACPI to) while a pod is bound to it; it comes back; it is lost without
-warning and comes back with less CPU; it is lost again, its Node object deleted, and
-comes back under the same name with other labels; at last it runs out of disk. The
+warning and comes back at once; it is lost again, its Node object deleted, and comes
+back under the same name, smaller and with other labels; at last it runs out of disk. The
 kubelets write what they write; the controllers replace and delete what they do; zombied
 (`zombied run`, as a process, at the defaults but for shorter min ages) reaps. The
 :class:`Story` keeps every version of every pod (`PodRecorder`), the API server's audit
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,38 +45,37 @@ RULES = f"node-shutdown={MIN_AGE_S}s,admission-rejected={MIN_AGE_S}s"
 NAMESPACE = "spot-story"
 STEP_TIMEOUT = 120.0
 
-#: Each role, the workload that makes it and how it is placed, before the shutdown.
-#: A role is what the kubelet is asked to end: the corpus names pods by it.
-SHUTDOWN_ROLES = {
-    "graceful": "Deployment pod that exits 0 on SIGTERM",
-    "stubborn": "Deployment pod killed at the end of its grace period",
-    "batch": "Job pod running at the shutdown",
-    "done": "Job pod completed before the shutdown",
-    "web": "StatefulSet pod",
-    "agent": "DaemonSet pod",
-    "bare": "bare pod",
-    "critical": "critical pod (system-node-critical)",
-    "oom": "OOMKilled pod",
-    "evicted": "pod evicted for its emptyDir over sizeLimit",
-    "static": "mirror pod of a static pod",
-    "late": "pod bound during the shutdown",
-}
-RETURN_ROLES = {
-    "cpu-first": "pod admitted first when the node returns with less CPU",
-    "cpu-second": "pod that no longer fits when the node returns with less CPU",
-    "selector": "pod whose node selector the returned node no longer matches",
-    "pressure": "pod evicted under node disk pressure",
-    "lost-job": "Job pod running when its node lost power",
-}
-ROLES = {**SHUTDOWN_ROLES, **RETURN_ROLES}
 #: The parts of the story, in order, in words.
 PHASES = {
     "shutdown": "graceful node shutdown",
     "return": "node back after its shutdown",
-    "lost": "node lost without a shutdown, back with less CPU",
-    "relabel": "node lost, its Node object deleted, back with other labels",
+    "lost": "node lost without a shutdown, back at once",
+    "replaced": "node lost, its Node object deleted, back smaller and with other labels",
     "pressure": "node under disk pressure",
 }
+#: Each role (what a pod is and what happens to it) and the phase that makes it. The
+#: corpus names pods by their role; a role's pods have it as their app label or name.
+ROLES = {
+    "graceful": ("shutdown", "Deployment pod that exits 0 on SIGTERM"),
+    "stubborn": ("shutdown", "Deployment pod killed at the end of its grace period"),
+    "batch": ("shutdown", "Job pod running at the shutdown"),
+    "done": ("shutdown", "Job pod completed before the shutdown"),
+    "web": ("shutdown", "StatefulSet pod"),
+    "agent": ("shutdown", "DaemonSet pod"),
+    "bare": ("shutdown", "bare pod"),
+    "critical": ("shutdown", "critical pod (system-node-critical)"),
+    "oom": ("shutdown", "OOMKilled pod"),
+    "evicted": ("shutdown", "pod evicted for its emptyDir over sizeLimit"),
+    "static": ("shutdown", "mirror pod of a static pod"),
+    "late": ("shutdown", "pod bound during the shutdown"),
+    "never": ("lost", "pod with restartPolicy Never running when the power went"),
+    "cpu-first": ("replaced", "pod admitted first by the smaller node"),
+    "cpu-second": ("replaced", "pod admitted next, which no longer fits the node's CPU"),
+    "selector": ("replaced", "pod whose node selector the returned node no longer matches"),
+    "pressure": ("pressure", "pod evicted under node disk pressure"),
+}
+#: The roles whose pods run on the spot node when it is told to shut down.
+SHUTDOWN_ROLES = frozenset(role for role, (phase, _) in ROLES.items() if phase == "shutdown")
 
 
 @dataclass
@@ -117,11 +116,6 @@ class Story:
         mono, wall = self.clock
         return mono + (moment - wall).total_seconds()
 
-    def phase_at(self, moment: float) -> str:
-        """The part of the story going on at monotonic time ``moment``."""
-        started = [name for name, at in self.phases.items() if at <= moment]
-        return started[-1] if started else next(iter(PHASES))
-
     # ------------------------------------------------------------------ reading
 
     def zombied_log(self) -> list[dict[str, Any]]:
@@ -144,8 +138,8 @@ def tell(cluster: NodeCluster, workdir: Path) -> Story:
         _wait(lambda: zombied_ready(story), "zombied to be ready")
         with _Viewer(story):
             _shutdown(story)
-            _return_with_less_cpu(story)
-            _return_relabelled(story)
+            _return_and_lose(story)
+            _return_replaced(story)
             _disk_pressure(story)
         zombied.send_signal(signal.SIGTERM)
         story.zombied_exit = zombied.wait(60)
@@ -242,14 +236,11 @@ def _reboot(story: Story, node_name: str) -> None:
     _wait(lambda: _resynced(story, node_name, bound), f"{node_name}'s kubelet to sync its pods")
 
 
-def _name_roles(
-    story: Story, pods: list[dict[str, Any]], roles: dict[str, str] | None = None
-) -> None:
-    """Give each pod without a role the role its app label or name maps to in ``roles``
-    (by default, the role of that name)."""
+def _name_roles(story: Story, pods: list[dict[str, Any]]) -> None:
+    """Give each pod without a role the role its app label names."""
     for pod in pods:
         app = pod["metadata"].get("labels", {}).get("app", "")
-        role = (roles or {}).get(app) or (app if app in ROLES and roles is None else None)
+        role = app if app in ROLES else None
         if role is not None:
             story.roles.setdefault(pod["metadata"]["uid"], role)
 
@@ -311,42 +302,52 @@ def _shutdown(story: Story) -> None:
     _wait_reaped(story)
 
 
-def _return_with_less_cpu(story: Story) -> None:
+def _return_and_lose(story: Story) -> None:
+    """The node returns; its pods run; it is lost without warning and returns at once,
+    well inside the eviction timeout: the kubelet meets its pods again."""
     story.phases["return"] = time.monotonic()
     node = story.cluster.nodes[SPOT]
     _reboot(story, SPOT)
-    story.phases["lost"] = time.monotonic()
-    for name in ("cpu-first", "cpu-second", "selector"):
-        spec = w.pod_spec(w.GRACEFUL, pool="spot")
+    created = datetime.min.replace(tzinfo=UTC)
+    for name in ("cpu-first", "never", "selector", "cpu-second"):
+        spec = w.pod_spec(w.GRACEFUL, pool="spot", restart="Never" if name == "never" else "Always")
         if name.startswith("cpu"):
+            # Placed by the node's own name: its labels change, its name does not.
+            spec["nodeSelector"] = {"kubernetes.io/hostname": SPOT}
             spec["containers"][0]["resources"] = {"requests": {"cpu": "700m"}}
-        _name_roles(story, [_post(story, w.pod(name, spec))])
-        # Admitted in creation order when the node returns: one at a time.
+            # The kubelet admits the pods bound to it in the order of their creation
+            # times, which are to the second: cpu-first's must be the earlier.
+            after = created + timedelta(seconds=1)
+            _wait(lambda after=after: datetime.now(UTC) >= after, "a new second")
+        pod = _post(story, w.pod(name, spec))
+        created = parse_time(pod["metadata"]["creationTimestamp"]) or created
+        _name_roles(story, [pod])
         _wait(
             lambda name=name: any(
                 p["metadata"]["name"] == name and _phase(p) == "Running" for p in _on(story, SPOT)
             ),
             f"{name} running",
         )
-    _name_roles(
-        story,
-        [p for p in _on(story, SPOT) if _phase(p) == "Running"],
-        {"batch": "lost-job"},
-    )
+    story.phases["lost"] = time.monotonic()
     node.kill()
-    node.system_reserved = {"cpu": "1"}
     _reboot(story, SPOT)
     _wait_reaped(story)
 
 
-def _return_relabelled(story: Story) -> None:
-    story.phases["relabel"] = time.monotonic()
+def _return_replaced(story: Story) -> None:
+    """Lost again, and its Node object deleted (as a cloud's node controller does for
+    a VM it no longer sees); the VM comes back under the same name, smaller and with
+    other labels, and registers anew: its kubelet rejects the pods still bound to it.
+    With the Node gone, the kubelet admits them against its new capacity; a Node object
+    left in place would still show the old one for a moment, and which pod fits would
+    be a race."""
+    story.phases["replaced"] = time.monotonic()
     node = story.cluster.nodes[SPOT]
     node.kill()
     status, body = story.cluster.request("DELETE", f"/api/v1/nodes/{SPOT}")
     if status != 200:
         raise ClusterError(f"deleting node {SPOT}: {status} {body}")
-    node.system_reserved = {}
+    node.system_reserved = {"cpu": "1"}
     node.labels = {w.POOL: "spot-2"}
     _reboot(story, SPOT)
     _wait_reaped(story)
@@ -402,6 +403,17 @@ class _Viewer:
                 self.error = exc
                 return
 
+    def gone(self) -> set[str]:
+        """The names of the pods deleted, or being deleted, with no other of that name."""
+        there = {
+            p["metadata"]["name"]
+            for p in self.story.recorder.latest()
+            if not p["metadata"].get("deletionTimestamp")
+        }
+        return {
+            seen[0].pod["metadata"]["name"] for seen in self.story.recorder.pods().values()
+        } - there
+
     def view(self) -> None:
         story = self.story
         kubeconfig = str(story.cluster.kubeconfig(ZOMBIED_USER))
@@ -429,6 +441,8 @@ class _Viewer:
         listed = {item["pod"]["name"]: item["rule"] for item in json.loads(scan.communicate()[0])}
         for name, process in explains.items():
             out, err = process.communicate()
+            if process.returncode != 0 and name in self.gone():
+                continue  # its controller deleted it at once: nothing to explain
             if process.returncode != 0:
                 raise ClusterError(f"explain {name}: {err.decode()}")
             explained = json.loads(out)

@@ -1,8 +1,8 @@
 """What real kubelets leave behind on a Spot node, and what zombied does with it.
 
 The story (tests/nodes/story.py) runs on a real cluster of each release: a graceful
-shutdown, a return, a loss with less CPU, a loss with other labels, disk pressure. These
-tests read what happened. The kubelet's pods must be those of the recorded corpus
+shutdown, a return, a loss, a return as a smaller node with other labels, disk pressure.
+These tests read what happened. The kubelet's pods must be those of the recorded corpus
 (`kubesim.recorded`; ``ZOMBIED_RECORD_KUBELETS=1`` rewrites it from this run), zombied
 must delete exactly the zombies the controllers left, each within a second of its due
 time and with the uid and resourceVersion preconditions, and ``scan``, ``explain`` and
@@ -30,20 +30,28 @@ RECORD_ENV = "ZOMBIED_RECORD_KUBELETS"
 #: zombied's own latency on top of the due time, measured against the kubelet's
 #: timestamps (whole seconds, rounded down: a pod is never reaped early for it).
 LATENCY_S = 1.0
-#: Whether the kubelet's last status write of these reaches the API before the power
-#: goes depends on a race the kubelet does not close: the critical pods are killed
-#: last, and the kubelet releases its lock as soon as they are down.
-RACY = frozenset({"critical"})
-#: What zombied decides on each role, on every release (the rest differ by release).
+#: Roles whose last shape depends on a race, recorded as seen once:
+#: - the kubelet releases its shutdown lock as soon as the critical pods are down, and
+#:   its last status write of them may or may not reach the API before the power goes;
+#: - the StatefulSet and DaemonSet controllers delete their pod at the kubelet's first
+#:   terminal write, which a current kubelet follows within a second with another
+#:   (Failed while the container stops, then Succeeded);
+#: - the pods killed at the end of the grace period die just before the kubelet releases
+#:   its lock, and their status write too may be lost with the power: the returning
+#:   kubelet restarts such a pod, or, with restartPolicy Never (a Job's), writes it Failed
+#:   with no reason and no DisruptionTarget, no trace of the shutdown at all.
+RACY = frozenset({"critical", "web", "agent", "stubborn", "batch"})
+#: What zombied decides on each role, on every release (the rest differ by release, or
+#: are racy).
 VERDICTS = {
     "graceful": "node-shutdown",
-    "stubborn": "node-shutdown",
-    "batch": "node-shutdown",
     "bare": "node-shutdown",
     "done": "no-rule",
     "oom": "no-rule",
     "evicted": "no-rule",
     "static": "mirror-pod",
+    "never": "no-rule",
+    "cpu-first": "not-terminal",
     "cpu-second": "admission-rejected",
     "selector": "admission-rejected",
     "pressure": "no-rule",

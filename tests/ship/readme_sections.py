@@ -66,6 +66,11 @@ def rules_reference() -> str:
         reasons = [f"`{reason}`" for reason in sorted(pattern.reasons)]
         if pattern.reason_pattern is not None:
             reasons.append("`OutOf<resource>`")
+        if pattern.disruption is not None:
+            reasons.append(
+                "or none, with a `DisruptionTarget` condition of reason "
+                f"`TerminationByKubelet` whose message matches `{pattern.disruption.pattern}`"
+            )
         age = OWN_MIN_AGES.get(name)
         rows.append(
             (
@@ -92,7 +97,45 @@ def metrics_reference() -> str:
     return _table(("Metric", "Type", "Labels", "Meaning"), rows)
 
 
+def kubelet_corpus() -> str:
+    """Every pod recorded on a real kubelet (`kubesim.recorded`): what it wrote, where
+    zombied takes the pod's terminal time from, what zombied decided, who deleted it."""
+    from zombied.pod import parse_pod  # noqa: PLC0415
+
+    from kubesim.recorded import RELEASES, recorded  # noqa: PLC0415 - only when rendering
+
+    rows = []
+    for release in RELEASES:
+        for written in recorded(release):
+            status = written.pod["status"]
+            wrote = [f"`{status['phase']}`"]
+            wrote.append(f"reason `{status['reason']}`" if status.get("reason") else "no reason")
+            if status.get("message"):
+                wrote.append(f'"{status["message"]}"')
+            wrote.extend(
+                f"`DisruptionTarget` `{condition['reason']}`"
+                for condition in status.get("conditions", [])
+                if condition["type"] == "DisruptionTarget"
+            )
+            if not status.get("containerStatuses") and not status.get("conditions"):
+                wrote.append("no conditions, no container states")
+            rows.append(
+                (
+                    release,
+                    written.scenario,
+                    written.description,
+                    ", ".join(wrote),
+                    parse_pod(written.pod).terminated_source or "-",
+                    f"`{written.verdict}`",
+                    written.deleted_by or "-",
+                )
+            )
+    header = ("Kubelet", "Scenario", "Pod", "Wrote", "Terminal since", "zombied", "Deleted by")
+    return _table(header, rows)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "kubelet-corpus": kubelet_corpus,
     "config-reference": config_reference,
     "rules-reference": rules_reference,
     "metrics-reference": metrics_reference,

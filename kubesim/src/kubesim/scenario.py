@@ -27,12 +27,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
+from kubesim.recorded import RELEASES, RecordedPod, recorded
+
 JSONDict = dict[str, Any]
 
 DEFAULT_NAMESPACES = ("team-a", "team-b", "team-c")
 VARIANTS = ("terminated", "rejected", "succeeded")
 #: The minor version "newest" stands for.
-NEWEST_MINOR = 34
+NEWEST_MINOR = 37
+#: The releases whose kubelets were recorded (`kubesim.recorded`): for these minors the
+#: simulated kubelet replays what the real one wrote; for the others it follows the
+#: kubelet's strings as documented, by era.
+RECORDED_MINORS = {int(release.split(".")[1]): release for release in RELEASES}
+#: The recorded role that shows each variant of a node shutdown, and each rejection.
+_VARIANT_ROLES = {"terminated": "stubborn", "succeeded": "graceful", "rejected": "late"}
+_REJECTION_ROLES = {"NodeAffinity": "selector", "OutOfcpu": "cpu-second"}
 #: First minor where the kubelet keeps ``Succeeded`` for pods whose containers exited 0.
 SUCCEEDED_SINCE_MINOR = 29
 
@@ -158,6 +167,17 @@ def shutdown_status(version: str, variant: str = "terminated") -> ShutdownStatus
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     minor = parse_minor(version)
+    written = _written(minor, variant)
+    if written is not None:
+        status = written.pod["status"]
+        return ShutdownStatus(
+            status["phase"],
+            status.get("reason", ""),
+            status.get("message", ""),
+            disruption_target=any(
+                c["type"] == "DisruptionTarget" for c in status.get("conditions", [])
+            ),
+        )
     if minor <= 21:
         if variant == "succeeded":
             raise ValueError(f"kubelet {version} never leaves a shut-down pod Succeeded")
@@ -525,11 +545,81 @@ def _terminal(
     return out
 
 
+def _recorded(minor: int, role: str) -> RecordedPod | None:
+    """The pod of ``role`` as the recorded kubelet of ``minor`` wrote it, if recorded and
+    that kubelet ended it (a 1.20 kubelet admitted a pod bound during its shutdown)."""
+    release = RECORDED_MINORS.get(minor)
+    if release is None:
+        return None
+    written = next(pod for pod in recorded(release) if pod.role == role)
+    return written if written.pod["status"].get("phase") in ("Succeeded", "Failed") else None
+
+
+def _written(minor: int, variant: str) -> RecordedPod | None:
+    """The recorded pod a shutdown ``variant`` replays on ``minor``: its own release's,
+    else, for a pod left Succeeded, the newest recorded kubelet's (the code that leaves
+    it so is the same since 1.29)."""
+    role = _VARIANT_ROLES[variant]
+    written = _recorded(minor, role)
+    if written is None and variant == "succeeded" and minor >= SUCCEEDED_SINCE_MINOR:
+        written = _recorded(max(RECORDED_MINORS), role)
+    return written
+
+
+def _times(value: Any) -> list[datetime]:
+    if isinstance(value, dict):
+        return [moment for item in value.values() for moment in _times(item)]
+    if isinstance(value, list):
+        return [moment for item in value for moment in _times(item)]
+    if isinstance(value, str) and len(value) == 20 and value.endswith("Z") and value[10] == "T":
+        return [datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)]
+    return []
+
+
+def _shifted(value: Any, by: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _shifted(item, by) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shifted(item, by) for item in value]
+    moments = _times(value)
+    return rfc3339(moments[0] + by) if moments else value
+
+
+def replay(pod: JSONDict, written: RecordedPod, *, now: datetime) -> JSONDict:
+    """``pod`` with the status (and the kubelet's write in ``managedFields``) that a real
+    kubelet wrote on ``written``'s pod, its last time moved to ``now``; each container
+    of ``pod`` gets the recorded container's state."""
+    source = written.pod
+    kubelet = [
+        entry
+        for entry in source["metadata"].get("managedFields", [])
+        if entry["manager"] == "kubelet"
+    ]
+    last = max(_times(source["status"]) + _times(kubelet))
+    status = _shifted(source["status"], now - last)
+    template = (status.get("containerStatuses") or [None])[0]
+    out = copy.deepcopy(pod)
+    if template is not None:
+        status["containerStatuses"] = [
+            {**template, "name": cs["name"], "image": cs.get("image", template["image"])}
+            for cs in out.get("status", {}).get("containerStatuses", [])
+        ]
+    out["status"] = status
+    out["metadata"]["managedFields"] = [
+        *(e for e in out["metadata"].get("managedFields", []) if e.get("manager") != "kubelet"),
+        *_shifted(kubelet[-1:], now - last),
+    ]
+    return out
+
+
 def shutdown_pod(
     pod: JSONDict, *, version: str = "1.22", variant: str = "terminated", now: datetime
 ) -> JSONDict:
     """``pod`` as the kubelet of ``version`` leaves it after a graceful node shutdown."""
     shut = shutdown_status(version, variant)
+    written = _written(parse_minor(version), variant)
+    if written is not None:
+        return replay(pod, written, now=now)
     extra = []
     if shut.disruption_target:
         extra.append(
@@ -560,7 +650,12 @@ def rejected_pod(
 
     The VM was recreated: the old containers are gone, so they are reported lost.
     """
-    return _lost(pod, admission_status(version, reason), now=now)
+    status = admission_status(version, reason)
+    role = _REJECTION_ROLES.get(reason)
+    written = _recorded(parse_minor(version), role) if role is not None else None
+    if written is not None:
+        return replay(pod, written, now=now)
+    return _lost(pod, status, now=now)
 
 
 def _lost(

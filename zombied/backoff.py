@@ -2,14 +2,14 @@
 
 As client-go's reflector: ``initial`` grown by ``factor`` per consecutive failure up to
 ``cap`` (jitter included: the cap is a promise), reset once the last failure is older
-than ``reset_after``. It only computes delays, never sleeps.
+than ``reset_after``. It only computes delays, never sleeps, and reads no clock: the
+caller says when each failure happened, on the loop's clock.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import time
 
 
 class Backoff:
@@ -43,10 +43,8 @@ class Backoff:
     def failures(self) -> int:
         return self._failures
 
-    def next(self, now: float | None = None) -> float:
-        """Record a failure at ``now`` (default: monotonic clock); return the delay."""
-        if now is None:
-            now = time.monotonic()
+    def next(self, now: float) -> float:
+        """Record a failure at ``now``; return the delay."""
         if self._last is not None and now - self._last > self.reset_after:
             self._failures = 0
         self._last = now

@@ -372,7 +372,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("retry_period", _PERIOD, "interval between Lease acquire/renew attempts", "2s", _RUN),
     Option("watch_timeout", dataclasses.replace(_DURATION, parse=_at_least(
            1, " (the API counts whole seconds)")),
-           "watch timeout: at random from this to twice this", "5m", _RUN),
+           "watch timeout, at random from this to twice this, once the API server has shown "
+           "bookmarks (until then at most 90s)", "5m", _RUN),
     Option("output", _one_of("table", "wide", "json", "yaml", "name"), "report format; wide "
            "(scan only) adds phase, termination time and message", "table", _REPORTING,
            short="-o"),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from datetime import UTC, datetime
@@ -23,10 +22,11 @@ import anyio
 import kubernetes_asyncio
 
 from zombied import __version__, metrics
+from zombied.access import own_namespace
 from zombied.cache import PodCache
 from zombied.events import EventRecorder
 from zombied.http import HttpServer, LoopMonitor
-from zombied.kube import Kube, open_kube, own_namespace, pool_size
+from zombied.kube import Kube, open_kube, pool_size
 from zombied.leader import Leadership, LeaseElector, default_identity
 from zombied.log import get_logger
 from zombied.queue import WorkQueue
@@ -101,7 +101,7 @@ class Daemon:
             return ok, why
         if self.draining or self._tg is None:
             return True, "ok"
-        now = time.monotonic()
+        now = anyio.current_time()
         for watcher in self.watchers:
             label = watcher.scope.label
             if not watcher.state.alive:
@@ -115,7 +115,7 @@ class Daemon:
         return self.health()[0]
 
     def _before_scrape(self) -> None:
-        now = time.monotonic()
+        now = anyio.current_time()
         metrics.watch_ages({w.scope.label: now - w.state.last_event for w in self.watchers})
         metrics.watch_timeouts({w.scope.label: w.state.watch_timeout for w in self.watchers})
         zombies = [
@@ -284,7 +284,7 @@ class Daemon:
             await self._drained.wait()
             return
         self.draining = True
-        started = time.monotonic()
+        started = anyio.current_time()
         due = self.cache.due_now()
         log.info("daemon.draining", due=due, timeout_s=self.config.drain_timeout)
         with anyio.CancelScope(shield=True):
@@ -301,15 +301,19 @@ class Daemon:
                 await self._workers_done.wait()
             if self.events is not None:
                 # The Events of the last deletes get what is left of the drain timeout.
-                left = self.config.drain_timeout - (time.monotonic() - started)
+                left = self.config.drain_timeout - (anyio.current_time() - started)
                 await self.events.drain(max(left, 0.0))
             if self.elector is not None:
                 await self.elector.release()
             self._background_scope.cancel()
+        # A deleted zombie leaves the cache at once: what is left was not deleted, the
+        # due ones because their delete failed, was refused or ran out of time.
+        left_due = self.cache.due_now()
         log.info(
             "daemon.drained",
-            left_not_due=len(self.queue),
-            duration_s=round(time.monotonic() - started, 3),
+            left_due=left_due,
+            left_not_due=self.cache.zombies - left_due,
+            duration_s=round(anyio.current_time() - started, 3),
         )
         self._drained.set()
 

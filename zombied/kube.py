@@ -1,27 +1,29 @@
-"""Talking to the API server: one client, one owner of credentials, one failure type.
+"""Talking to the API server: one transport, one owner of credentials, one failure type.
 
-`open_kube` loads the configuration with kubernetes_asyncio (in-cluster or kubeconfig)
-and yields a `Kube`, which sends every request through kubernetes_asyncio's aiohttp
-session with a bearer token from `Credentials`; tokens expire, so they are re-read
-before expiry and once after a 401. Every failure (error answer, watch ``Status``,
-broken connection, timeout, garbled body) is one `ApiError` with a `Kind`; what a kind
-means for the work is the caller's decision. `Permissions` logs each missing RBAC rule
-once and tells ``/readyz`` what is refused. Never retries beyond the one request after
-a credential refresh, and never decides anything about pods.
+`open_kube` finds the cluster and credentials (`zombied.access`), builds the one
+HTTP transport every request goes through (`open_session`: its limits, timeouts and
+keep-alive say why they are what they are) and yields a `Kube`, which sends each
+request with the header `zombied.credentials.Credentials` keeps fresh and, after a
+401, once more with a refreshed one. Every failure (error answer, watch ``Status``,
+broken connection, timeout, garbled body) is one `ApiError` with a `Kind`, read from
+the answer's ``Status`` body; what a kind means for the work is the caller's decision.
+`Permissions` logs each missing RBAC rule once and tells ``/readyz`` what is refused;
+only the authorizer's refusals count as missing rules, and a record expires when the
+refusal is not seen again. Never retries beyond the one request after a credential
+refresh, and never decides anything about pods.
 """
 
 from __future__ import annotations
 
-import os
+import math
 import platform
+import re
+import ssl
 import sys
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -30,29 +32,39 @@ import aiohttp.helpers
 import anyio
 import kubernetes_asyncio
 import msgspec
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
 
 from zombied import __version__
+from zombied.access import Cluster, load_access
+from zombied.credentials import CredentialError, Credentials
 from zombied.errors import KubeconfigError, ZombiedError
 from zombied.log import get_logger
 
 log = get_logger(__name__)
 
-SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
-#: How often a token file is re-read (the kubelet rotates it in place), as client-go.
-TOKEN_FILE_PERIOD: Final = 60.0
 #: The HTTP method of each writing verb; get, list and watch are GETs.
 _WRITE_METHODS: Final = {"create": "POST", "update": "PUT", "delete": "DELETE"}
-#: How long before its expirationTimestamp an exec plugin's token is replaced.
-EXPIRY_MARGIN: Final = 30.0
 
 #: Go's names for the CPU architectures, as kubectl's User-Agent spells them.
 _GOARCH: Final = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-#: A pod in a watch event can exceed aiohttp's default read buffer (etcd allows 1.5 MiB).
-_READ_BUFSIZE: Final = 2**21
+
+# -- the transport: every value here is a decision, with its reason -------------------
+
+#: Seconds an idle pooled connection is kept. Middleboxes between zombied and its API
+#: server forget quiet flows and then drop their packets without a reset (Azure's load
+#: balancer after 4 minutes, AWS NLB after 350 s, some NAT gateways and proxies far
+#: sooner); a request sent on such a connection hangs until its deadline. Kept well
+#: under those and under the API server's own idle timeout (90 s), so a pooled
+#: connection is never one the far end has dropped or is closing. A new connection
+#: costs one TLS handshake: nothing at zombied's rates.
+KEEPALIVE_S: Final = 15.0
+#: Seconds to open a connection (TCP and TLS). A healthy API server answers in
+#: milliseconds; without a bound, a SYN into a dead address waits out the kernel's
+#: retries (about two minutes) while a DELETE's or the lease's deadline runs.
+CONNECT_TIMEOUT_S: Final = 10.0
+#: The largest line a watch may send: a pod in a watch event can exceed aiohttp's
+#: default read buffer, and etcd allows objects of 1.5 MiB.
+READ_BUFSIZE: Final = 2**21
 
 
 def user_agent() -> str:
@@ -65,23 +77,41 @@ def user_agent() -> str:
     )
 
 
-def in_cluster() -> bool:
-    """True when running in a pod with a service account token mounted."""
-    return "KUBERNETES_SERVICE_HOST" in os.environ and (SERVICE_ACCOUNT_DIR / "token").exists()
-
-
-def own_namespace() -> str | None:
-    """The namespace of the pod we run in, from the service account, if any."""
-    try:
-        return (SERVICE_ACCOUNT_DIR / "namespace").read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
-
-
 def pool_size(*, watches: int, workers: int) -> int:
-    """Connections the session needs so that no request waits for a socket: one per
+    """Connections the transport may open, so that no request waits for another's
+    socket (a DELETE queued behind a full pool spends its deadline waiting): one per
     watch and per delete worker, plus the Event writer, the lease and a spare."""
     return watches + workers + 4
+
+
+def open_session(cluster: Cluster, *, pool_size: int) -> aiohttp.ClientSession:
+    """The HTTP transport of every request to ``cluster``: ``pool_size`` connections,
+    each kept ``KEEPALIVE_S`` when idle and opened within ``CONNECT_TIMEOUT_S``. There
+    is no read timeout here: a request carries its own deadline, and a watch guards
+    its stream against silence itself (what counts as silence depends on the server).
+    No TCP keep-alive either: a middlebox answers those itself, and that guard notices
+    a dead stream anyway. ``trust_env`` is off: aiohttp would read netrc on every
+    request (an entry for the API server replaces the bearer token with Basic auth);
+    the proxy variables are read once, by `Kube`."""
+    connector = aiohttp.TCPConnector(
+        limit=pool_size, limit_per_host=0, keepalive_timeout=KEEPALIVE_S, ssl=_tls(cluster)
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
+        trust_env=False,
+        read_bufsize=READ_BUFSIZE,
+    )
+
+
+def _tls(cluster: Cluster) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=cluster.ca_file)
+    if cluster.cert_file:
+        context.load_cert_chain(cluster.cert_file, keyfile=cluster.key_file)
+    if not cluster.verify:  # insecure-skip-tls-verify
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 # -- requests and their failures --------------------------------------------------------
@@ -136,7 +166,8 @@ class Kind(StrEnum):
     """What a failed request means, whatever its status code."""
 
     UNAUTHORIZED = "unauthorized"  # 401 after a credential refresh: credentials rejected
-    FORBIDDEN = "forbidden"  # 403: an RBAC rule is missing
+    FORBIDDEN = "forbidden"  # 403 from the authorizer: an RBAC rule is missing
+    DENIED = "denied"  # any other 403: admission (a policy, a quota, a namespace going away)
     NOT_FOUND = "not-found"  # 404
     CONFLICT = "conflict"  # 409: a precondition or resourceVersion did not hold
     GONE = "gone"  # 410: the resourceVersion is older than the server keeps
@@ -145,15 +176,41 @@ class Kind(StrEnum):
     INVALID = "invalid"  # any other 4xx: the server will never accept this request
 
 
-def kind_of(code: int) -> Kind:
-    """The kind of an HTTP status code of a failed request (0: no answer)."""
-    kinds = {401: Kind.UNAUTHORIZED, 403: Kind.FORBIDDEN, 404: Kind.NOT_FOUND}
-    kinds |= {409: Kind.CONFLICT, 410: Kind.GONE, 429: Kind.THROTTLED}
+#: The authorizer's words in its 403 (apiserver's ``responsewriters.forbiddenMessage``,
+#: the same since Kubernetes 1.11): ``… is forbidden: User "x" cannot delete resource
+#: "pods" in API group "" in the namespace "a"``. Its ``Status`` has nothing else of its
+#: own: reason Forbidden and no causes, as admission refusals made with
+#: ``admission.NewForbidden`` (a quota) have too.
+_AUTHORIZER_WORDS: Final = re.compile(r'User ".*" cannot \S+ (?:resource|path) "')
+
+
+def kind_of(code: int, status: Mapping[str, object] | None = None) -> Kind:
+    """The kind of a failed request from its HTTP status code (0: no answer) and the
+    ``Status`` of its body. A 403 is an RBAC refusal only when the ``Status`` is the
+    authorizer's: reason Forbidden, no ``details.causes`` (admission adds them, e.g.
+    ``NamespaceTerminating`` for a create in a namespace being deleted), in the
+    authorizer's words. A 403 without such a body is `Kind.DENIED`."""
+    if code == 403:
+        return Kind.FORBIDDEN if _authorizer_refused(status or {}) else Kind.DENIED
+    kinds = {401: Kind.UNAUTHORIZED, 404: Kind.NOT_FOUND, 409: Kind.CONFLICT}
+    kinds |= {410: Kind.GONE, 429: Kind.THROTTLED}
     if code in kinds:
         return kinds[code]
     if code in {0, 408} or code >= 500:
         return Kind.TRANSIENT
     return Kind.INVALID
+
+
+def _authorizer_refused(status: Mapping[str, object]) -> bool:
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    message = status.get("message")
+    return (
+        status.get("reason") == "Forbidden"
+        and not causes
+        and isinstance(message, str)
+        and _AUTHORIZER_WORDS.search(message) is not None
+    )
 
 
 class ApiError(ZombiedError):
@@ -168,10 +225,11 @@ class ApiError(ZombiedError):
         message: str = "",
         *,
         retry_after: float | None = None,
+        kind: Kind | None = None,
     ) -> None:
         self.request = request
         self.code = code
-        self.kind = kind_of(code)
+        self.kind = kind if kind is not None else kind_of(code)
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
@@ -188,8 +246,10 @@ class ApiError(ZombiedError):
     ) -> ApiError:
         """The error an answer states: its HTTP code (0 for a watch ``ERROR`` event) and
         the ``Status`` object of its body, whose code counts when there is no other."""
-        fields: Mapping[str, object] = status if isinstance(status, Mapping) else {}
-        stated = fields.get("code") if fields.get("kind") == "Status" else None
+        fields: Mapping[str, object] = (
+            status if isinstance(status, Mapping) and status.get("kind") == "Status" else {}
+        )
+        stated = fields.get("code")
         code = http_code or (stated if isinstance(stated, int) else 0)
         reason = fields.get("reason")
         message = fields.get("message")
@@ -199,11 +259,13 @@ class ApiError(ZombiedError):
             reason if isinstance(reason, str) and reason else "Error",
             message if isinstance(message, str) else "",
             retry_after=retry_after,
+            kind=kind_of(code, fields),
         )
 
     @property
     def refused(self) -> bool:
-        """401 or 403: the `Permissions` ledger reports it, whoever made the request."""
+        """Credentials rejected or an RBAC rule missing: the `Permissions` ledger reports
+        it, whoever made the request. Other 403s are the caller's to report."""
         return self.kind in (Kind.UNAUTHORIZED, Kind.FORBIDDEN)
 
     @property
@@ -237,15 +299,18 @@ def _transport(request: Request, exc: BaseException) -> ApiError:
 
 
 def _retry_after(value: str | None) -> float | None:
+    """The seconds of a ``Retry-After`` header; whoever waits caps them
+    (`zombied.ratelimit.retry_delay`)."""
     try:
-        seconds = float(value) if value else -1.0
+        return float(value) if value else None
     except ValueError:
         return None  # the HTTP-date form: the API server never sends it
-    return seconds if seconds >= 0 else None
 
 
-#: Refusals that prove the request got past authorization.
-_ANSWERED_ON_MERITS: Final = frozenset({Kind.NOT_FOUND, Kind.CONFLICT, Kind.GONE, Kind.INVALID})
+#: Answers that prove the request got past authorization.
+_ANSWERED_ON_MERITS: Final = frozenset(
+    {Kind.DENIED, Kind.NOT_FOUND, Kind.CONFLICT, Kind.GONE, Kind.INVALID}
+)
 
 #: What a request can raise besides an HTTP answer: all of them become ApiError.
 _TRANSPORT: Final = (aiohttp.ClientError, TimeoutError, OSError)
@@ -253,28 +318,42 @@ _TRANSPORT: Final = (aiohttp.ClientError, TimeoutError, OSError)
 
 # -- who may do what --------------------------------------------------------------------
 
+#: Seconds a refusal counts after it was last seen. Everything zombied keeps doing is
+#: retried well within this (a failed delete or watch within 30 s of backoff, the lease
+#: every retry period), so a refusal that lasts keeps its record and readiness does not
+#: flap; a refusal nothing repeats (the Event of the last reap in a namespace) stops
+#: holding readiness a few minutes later instead of for good.
+REFUSAL_TTL: Final = 300.0
+
 
 class Permissions:
     """Which RBAC rules the server refuses right now, and whether it knows who we are.
 
     `Kube` records every request's outcome here, so a refusal is logged once when it
-    starts and once when it ends; without ``report`` (one-shot commands) it only counts.
+    starts and once when it ends; a refusal not seen again for ``REFUSAL_TTL`` is
+    forgotten. Without ``report`` (one-shot commands) it only counts.
     """
 
     def __init__(self, *, report: bool = True) -> None:
-        self._refused: dict[str, str] = {}  # missing rule -> the server's message
-        self._rejected: str | None = None
+        self._refused: dict[str, float] = {}  # missing rule -> loop time last refused
+        self._rejected: tuple[str, float] | None = None  # the server's message, when
         self._report = report
 
     def problems(self) -> list[str]:
         """What stops zombied from working, one line each; empty when nothing does."""
+        stale = anyio.current_time() - REFUSAL_TTL
+        self._refused = {rule: at for rule, at in self._refused.items() if at > stale}
+        if self._rejected is not None and self._rejected[1] <= stale:
+            self._rejected = None
         found = [f"forbidden, missing RBAC rule: {rule}" for rule in sorted(self._refused)]
         if self._rejected is not None:
-            found.insert(0, f"credentials rejected (HTTP 401): {self._rejected}")
+            found.insert(0, f"credentials rejected (HTTP 401): {self._rejected[0]}")
         return found
 
     def refused(self, error: ApiError) -> None:
-        """The server answered 401 or 403 to ``error.request``."""
+        """The server rejected our credentials or refused ``error.request`` by RBAC."""
+        self.problems()  # forget what expired: a refusal seen again is logged again
+        now = anyio.current_time()
         if error.kind is Kind.UNAUTHORIZED:
             if self._rejected is None and self._report:
                 log.error(
@@ -283,7 +362,7 @@ class Permissions:
                     message=error.message or None,
                     hint="the credentials were refreshed once and rejected again",
                 )
-            self._rejected = error.message or error.reason
+            self._rejected = (error.message or error.reason, now)
             return
         rule = error.request.rule
         if rule not in self._refused and self._report:
@@ -293,7 +372,7 @@ class Permissions:
                 missing_rule=rule,
                 message=error.message or None,
             )
-        self._refused[rule] = error.message
+        self._refused[rule] = now
 
     def allowed(self, request: Request) -> None:
         """The server accepted ``request`` (or answered it on its merits)."""
@@ -305,85 +384,6 @@ class Permissions:
             log.info("api.permitted", rule=request.rule)
 
 
-# -- credentials ------------------------------------------------------------------------
-
-
-class Credentials:
-    """The ``Authorization`` header of every request, re-read before it goes stale.
-
-    From an exec plugin (re-run ``EXPIRY_MARGIN`` before its expiry, else after a 401),
-    a token file (re-read every ``TOKEN_FILE_PERIOD``), or fixed (never refreshed).
-    """
-
-    def __init__(
-        self,
-        header: str | None = None,
-        *,
-        token_file: Path | None = None,
-        exec_loader: Any = None,
-        now: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._header = header
-        self._token_file = token_file
-        self._exec_loader = exec_loader
-        self._now = now
-        self._lock = anyio.Lock()
-        self._refresh_at = self._next_refresh()
-
-    @property
-    def refreshable(self) -> bool:
-        """Whether a 401 is worth a refresh: the source can give a newer token."""
-        return self._token_file is not None or self._exec_loader is not None
-
-    async def header(self) -> str | None:
-        """The ``Authorization`` value to send now, refreshed first when it is due."""
-        if self._now() >= self._refresh_at:
-            await self.refresh(self._header)
-        return self._header
-
-    async def refresh(self, stale: str | None) -> bool:
-        """Get a new token unless someone already replaced ``stale``; True if it changed.
-        Requests rejected together with one token so refresh it once, not once each."""
-        async with self._lock:
-            if self._header != stale:
-                return True
-            if self._token_file is not None:
-                self._header = _read_token_file(self._token_file, self._header)
-            elif self._exec_loader is not None:
-                self._header = await _run_exec_plugin(self._exec_loader)
-            self._refresh_at = self._next_refresh()
-            return self._header != stale
-
-    def _next_refresh(self) -> float:
-        if self._token_file is not None:
-            return self._now() + TOKEN_FILE_PERIOD
-        expiry = vars(self._exec_loader).get("exec_plugin_expiry") if self._exec_loader else None
-        if isinstance(expiry, datetime):
-            left = (expiry - datetime.now(UTC)).total_seconds() - EXPIRY_MARGIN
-            return self._now() + max(left, 1.0)
-        return float("inf")
-
-
-def _read_token_file(path: Path, old: str | None) -> str | None:
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        log.warning("api.token_unreadable", path=str(path), error=str(exc))
-        return old  # the old token may still be good; the server will say if not
-    return f"Bearer {token}" if token else old
-
-
-async def _run_exec_plugin(loader: Any) -> str | None:
-    # Dropping the loader's cached expiry makes it run the plugin now.
-    vars(loader).pop("exec_plugin_expiry", None)
-    try:
-        await loader.load_from_exec_plugin()
-    except (ConfigException, OSError) as exc:  # the plugin failed: keep the old token
-        log.warning("api.exec_plugin_failed", error=" ".join(str(exc).split())[:300])
-    token = getattr(loader, "token", None)
-    return token if isinstance(token, str) else None
-
-
 # -- the client -------------------------------------------------------------------------
 
 
@@ -392,26 +392,22 @@ class Kube:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        session: aiohttp.ClientSession,
+        cluster: Cluster,
         credentials: Credentials,
         *,
         on_failure: Callable[[str, int], None] | None = None,
         report_access: bool = True,
     ) -> None:
         """``on_failure(verb, code)`` counts every failed request (code 0: no answer)."""
-        self.api = api
         self.credentials = credentials
         self.permissions = Permissions(report=report_access)
+        self._session = session
         self._on_failure = on_failure if on_failure is not None else (lambda _verb, _code: None)
-        configuration = api.configuration
-        self._base = str(configuration.host).rstrip("/")
-        self._session: aiohttp.ClientSession = api.rest_client.pool_manager
+        self._base = cluster.server
         # None is aiohttp's own default for each of them.
-        self._options: dict[str, Any] = {
-            "proxy": configuration.proxy or None,
-            "proxy_headers": configuration.proxy_headers or None,
-            "server_hostname": configuration.tls_server_name or None,
-        }
+        self._options: dict[str, Any] = {"server_hostname": cluster.server_name}
+        self._options |= _proxy(cluster)
         self._headers = {"User-Agent": user_agent(), "Accept": "application/json"}
 
     async def request(
@@ -422,12 +418,13 @@ class Kube:
         body: object = None,
         timeout: float,  # noqa: ASYNC109 - every request carries its own deadline
     ) -> Any:
-        """Send ``request`` and return the decoded JSON answer; `ApiError` otherwise."""
+        """Send ``request`` and return the decoded JSON answer; `ApiError` otherwise.
+        ``timeout`` bounds all of it, a wait for fresh credentials included."""
         data = msgspec.json.encode(body) if body is not None else None
-        deadline = aiohttp.ClientTimeout(total=timeout)
         try:
-            async with self._send(request, query, data, deadline) as response:
-                payload = await response.read()
+            with anyio.fail_after(timeout):
+                async with self._send(request, query, data) as response:
+                    payload = await response.read()
             return msgspec.json.decode(payload)
         except _TRANSPORT as exc:
             raise self._failed(_transport(request, exc)) from exc
@@ -441,24 +438,22 @@ class Kube:
         request: Request,
         *,
         query: Mapping[str, str | int],
-        connect_timeout: float,
+        timeout: float,  # noqa: ASYNC109 - the deadline of the answer's start
     ) -> AsyncIterator[aiohttp.StreamReader]:
-        """Open a streaming answer (a watch) and yield its body; `ApiError` on failure.
-        There is no read timeout: the caller guards the stream against silence."""
-        deadline = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
+        """Open a streaming answer (a watch) within ``timeout`` and yield its body;
+        `ApiError` on failure. Once open there is no read timeout: the caller guards
+        the stream against silence."""
         try:
-            async with self._send(request, query, None, deadline) as response:
-                yield response.content
+            with anyio.fail_after(timeout) as opening:
+                async with self._send(request, query, None) as response:
+                    opening.deadline = math.inf
+                    yield response.content
         except _TRANSPORT as exc:
             raise self._failed(_transport(request, exc)) from exc
 
     @asynccontextmanager
     async def _send(
-        self,
-        request: Request,
-        query: Mapping[str, str | int] | None,
-        data: bytes | None,
-        deadline: aiohttp.ClientTimeout,
+        self, request: Request, query: Mapping[str, str | int] | None, data: bytes | None
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         url = URL(self._base + request.path, encoded=True)
         if query:
@@ -471,7 +466,7 @@ class Kube:
             if token:
                 headers["Authorization"] = token
             async with self._session.request(
-                request.method, url, data=data, headers=headers, timeout=deadline, **self._options
+                request.method, url, data=data, headers=headers, **self._options
             ) as response:
                 if (
                     response.status == 401
@@ -521,88 +516,40 @@ async def open_kube(
     report_access: bool = True,
 ) -> AsyncIterator[Kube]:
     """Yield a `Kube` for the cluster: in-cluster without ``kubeconfig`` and ``context``
-    when a service account is mounted, else the kubeconfig; `KubeconfigError` if not."""
-    configuration = client.Configuration()
-    use_in_cluster = kubeconfig is None and context is None and in_cluster()
+    when a service account is mounted, else the kubeconfig; `KubeconfigError` if the
+    cluster or the first credentials cannot be had."""
+    access = await load_access(kubeconfig, context)
     try:
-        if use_in_cluster:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            credentials = Credentials(
-                configuration.api_key.get("BearerToken"),
-                token_file=SERVICE_ACCOUNT_DIR / "token",
-            )
-        else:
-            path = _kubeconfig_path(kubeconfig)
-            loader = await config.load_kube_config(
-                config_file=path,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-            credentials = _kubeconfig_credentials(loader, configuration, path)
-    except Exception as exc:  # yaml, key and config errors alike: a config problem, not a crash
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        option = "--context" if context and "context" in detail.lower() else "--kubeconfig"
-        raise KubeconfigError(f"{option}: cannot load cluster credentials: {detail}") from exc
-    # Credentials owns the token: kubernetes_asyncio's hook would be a second owner.
-    configuration.refresh_api_key_hook = None
-    configuration.connection_pool_maxsize = pool_size
-    _resolve_env_proxy(configuration)
-    api = client.ApiClient(configuration)
-    _stop_env_lookups(api)
-    kube = Kube(api, credentials, on_failure=on_failure, report_access=report_access)
+        session = open_session(access.cluster, pool_size=pool_size)
+    except (OSError, ssl.SSLError) as exc:  # a CA or client certificate it cannot use
+        raise KubeconfigError(f"{access.where}: TLS settings: {exc}") from exc
+    credentials = Credentials(access.credentials)
     try:
-        yield kube
+        await credentials.__aenter__()
+    except CredentialError as exc:
+        await session.close()
+        raise KubeconfigError(f"{access.where}: {exc}") from None
+    try:
+        async with session:
+            yield Kube(
+                session,
+                access.cluster,
+                credentials,
+                on_failure=on_failure,
+                report_access=report_access,
+            )
     finally:
-        with anyio.CancelScope(shield=True):
-            await api.close()
+        await credentials.__aexit__(None, None, None)
 
 
-def _kubeconfig_credentials(loader: Any, configuration: Any, path: str) -> Credentials:
-    header = configuration.api_key.get("BearerToken")
-    # The user entry of the context in use; kubernetes_asyncio keeps it on the loader.
-    user = getattr(loader, "_user", None)
-    if user is not None and "exec" in user:
-        return Credentials(header, exec_loader=loader)
-    token_file = user.safe_get("tokenFile") if user is not None else None
-    if isinstance(token_file, str) and token_file:
-        return Credentials(header, token_file=Path(path).parent / Path(token_file).expanduser())
-    return Credentials(header)
-
-
-def _resolve_env_proxy(configuration: client.Configuration) -> None:
-    """Apply the proxy variables once, with aiohttp's own lookup; a kubeconfig
-    ``proxy-url`` wins, as in client-go."""
-    if configuration.proxy or not configuration.host:
-        return
+def _proxy(cluster: Cluster) -> dict[str, Any]:
+    """The proxy of every request: the kubeconfig's ``proxy-url``, else the proxy
+    variables (read once, with aiohttp's own lookup), as client-go."""
+    if cluster.proxy:
+        return {"proxy": cluster.proxy}
     try:
-        proxy, auth = aiohttp.helpers.get_env_proxy_for_url(URL(configuration.host))
+        proxy, auth = aiohttp.helpers.get_env_proxy_for_url(URL(cluster.server))
     except LookupError:
-        return  # no proxy set for this scheme, or NO_PROXY excludes the API server
-    configuration.proxy = str(proxy)
-    if auth is not None:
-        configuration.proxy_headers = {"Proxy-Authorization": auth.encode()}
-
-
-def _stop_env_lookups(api: client.ApiClient) -> None:
-    """Give ``api`` a session with ``trust_env=False`` on the same connection pool.
-
-    With kubernetes_asyncio's ``trust_env=True`` aiohttp reads netrc and the proxy
-    variables on every request (a netrc entry for the API server even replaces the
-    bearer token with Basic auth); `_resolve_env_proxy` applies the proxy once instead.
-    """
-    rest = api.rest_client
-    session = rest.pool_manager
-    connector = session.connector
-    session.detach()
-    rest.pool_manager = aiohttp.ClientSession(
-        connector=connector, trust_env=False, read_bufsize=_READ_BUFSIZE
-    )
-
-
-def _kubeconfig_path(kubeconfig: str | None) -> str:
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    path = path or str(Path("~/.kube/config").expanduser())
-    if not Path(path).is_file():
-        raise KubeconfigError(f"--kubeconfig: no kubeconfig file at {path}")
-    return path
+        return {}  # no proxy set for this scheme, or NO_PROXY excludes the API server
+    headers = {"Proxy-Authorization": auth.encode()} if auth is not None else None
+    return {"proxy": str(proxy), "proxy_headers": headers}

@@ -7,12 +7,13 @@ own. It reads files, never the cluster.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
+
+from zombied.kubeconfig import kubeconfig_files, merge, named
 
 #: The pod's own namespace, where kubectl reads it when it runs in a pod.
 SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -29,30 +30,15 @@ def context_namespace(
             return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"
         except OSError:
             pass
-    listed = kubeconfig or environ.get("KUBECONFIG", "")
-    home = [str(Path(environ["HOME"]) / ".kube" / "config")] if "HOME" in environ else []
-    docs = (
-        [_kubeconfig(path) for path in listed.split(os.pathsep) if path]
-        if listed
-        else [_kubeconfig(path) for path in home]
-    )
-    context = context or next(
-        (str(d["current-context"]) for d in docs if d.get("current-context")), None
-    )
-    for entry in (entry for doc in docs for entry in doc.get("contexts") or ()):
-        if isinstance(entry, dict) and entry.get("name") == context:
-            settings = entry.get("context")
-            return (
-                str(settings.get("namespace") or "default")
-                if isinstance(settings, dict)
-                else "default"
-            )
-    return "default"
+    _, paths = kubeconfig_files(kubeconfig, environ)
+    merged = merge([(path, _kubeconfig(path)) for path in paths])
+    settings = named(merged, "contexts", context or merged.get("current-context") or "")
+    return str((settings or {}).get("namespace") or "default")
 
 
-def _kubeconfig(path: str) -> dict[str, Any]:
+def _kubeconfig(path: Path) -> dict[str, Any]:
     try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError):
         return {}  # zombied reports a broken kubeconfig when it connects, in its own words
     return loaded if isinstance(loaded, dict) else {}

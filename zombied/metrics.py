@@ -85,7 +85,8 @@ _leader_transitions = Counter(
 )
 _scope_synced = Gauge(
     "zombied_scope_synced",
-    "1 once the first LIST of a scope completed, 0 before or while it is forbidden.",
+    "1 while the scope's cache is in step with the API server (listed, or watched since), "
+    "0 before its first LIST and while its LIST or WATCH is refused.",
     ["scope"],
 )
 _delete_rate = Gauge(
@@ -162,7 +163,7 @@ def api_failed(verb: str, code: int) -> None:
 
 
 def scope_synced(scope: str, synced: bool) -> None:
-    """The scope's cache is (or no longer is, e.g. forbidden) in step with a LIST."""
+    """The scope's cache is (or no longer is: refused) in step with the API server."""
     _scope_synced.labels(scope=scope).set(1 if synced else 0)
 
 

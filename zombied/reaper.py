@@ -11,12 +11,13 @@ never deletes without a uid precondition, nor while this replica is not the lead
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
+
+import anyio
 
 from zombied.cache import PodCache
 from zombied.config import DryRun
@@ -73,6 +74,8 @@ _ACTIONS: Final = {
     # Refused: the ledger names the missing rule; retried, as RBAC may be fixed.
     Kind.FORBIDDEN: ("error", Action.BACKOFF, "pod.delete_failed"),
     Kind.UNAUTHORIZED: ("error", Action.BACKOFF, "pod.delete_failed"),
+    # Denied by admission (a policy, a webhook): retried, as the policy may change.
+    Kind.DENIED: ("error", Action.BACKOFF, "pod.delete_failed"),
     Kind.GONE: ("error", Action.DROP, "pod.delete_failed"),
     Kind.INVALID: ("error", Action.DROP, "pod.delete_failed"),
 }
@@ -154,7 +157,7 @@ class Reaper:
             return DRY_RUN
         sent_at = await self.bucket.acquire()
         outcome = ABANDONED
-        started = time.monotonic()
+        started = anyio.current_time()
         # Leadership is checked last, after the wait for a token.
         if self.leadership.leading:
             with self.leadership.acting():
@@ -169,7 +172,7 @@ class Reaper:
         if outcome.action is Action.ABANDONED:
             plog.info(outcome.event, why="leadership lost")
             return outcome
-        self._on_answer(rule, outcome.outcome, outcome.code, time.monotonic() - started)
+        self._on_answer(rule, outcome.outcome, outcome.code, anyio.current_time() - started)
         if outcome is DELETED:
             plog.info(outcome.event, reason=pod.reason, owner=pod.owner)
             if self.events is not None:
@@ -237,6 +240,9 @@ class Reaper:
             queue.add(key)
             return None
         outcome = await self.delete(judgement.pod, judgement.rule, since=judgement.since)
+        if outcome is DELETED or outcome.outcome == "gone":
+            # The watch would say so soon; until then nothing counts it as left to do.
+            cache.remove(key, judgement.pod.uid)
         if outcome.action in (Action.DONE, Action.DROP):
             queue.forget(key)
         elif outcome.action is Action.ABANDONED:

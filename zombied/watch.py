@@ -2,16 +2,20 @@
 
 The reflector: paginated LIST, then WATCH from its resourceVersion with bookmarks and a
 server-side timeout; resume from the last resourceVersion, relist and reconcile on
-``410 Gone``, back off on errors. Lines are parsed here (`parse_event`, then
-`zombied.pod.parse_pod`) so a bad line is a logged skip, not a dead watch, and an
-inactivity guard cuts a stream gone silent. Only `ApiError` is retried; anything else
-is a bug and ends the loop. It never deletes and never judges: the cache does.
+``410 Gone``, back off on errors (a ``Retry-After`` capped as the reaper caps it).
+Lines are parsed here (`parse_event`, then `zombied.pod.parse_pod`) so a bad line is a
+logged skip, not a dead watch. A stream can die without a word (a middlebox that
+forgot the connection): a guard cuts one silent for longer than the server lets a
+healthy one be, which is until the watch's own end on a server that sends no
+bookmarks (its watches are then kept short), else about a minute. Only `ApiError` is
+retried; anything else is a bug and ends the loop. It never deletes and never judges:
+the cache does.
 """
 
 from __future__ import annotations
 
+import math
 import random
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -25,6 +29,7 @@ from zombied.cache import PodCache
 from zombied.kube import ApiError, Kind, Kube, Request
 from zombied.log import get_logger
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
+from zombied.ratelimit import retry_delay
 from zombied.rules import Selection
 
 log = get_logger(__name__)
@@ -37,13 +42,27 @@ CLUSTER_SCOPE: Final = "_cluster"
 
 EVENT_TYPES: Final = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
 
+#: The API server sends a bookmark about once a minute on a watch that allows them (its
+#: watch cache's heartbeat; Kubernetes 1.20 sends none). Once a scope's watch has shown
+#: one well before its end, a stream silent for this long (plus the margin) is dead.
+BOOKMARK_PERIOD: Final = 60.0
+#: Until then the server's own end of a watch is its only sign of life: watches ask to
+#: end within this, so a dead one is noticed within it plus the margin. It is longer
+#: than the bookmark period, so that a periodic bookmark can show itself first.
+UNHEARD_TIMEOUT: Final = 90.0
+
 _LIST_PAGE: Final = 500
 _LIST_TIMEOUT: Final = 60.0
-# Beyond timeoutSeconds: catches a server (or proxy) that fails to end the watch.
+# Beyond the expected end or bookmark: the server's and the network's delays.
 _INACTIVITY_MARGIN: Final = 10.0
+# A bookmark this close to the watch's end may be the one servers send just before it
+# (two seconds early), which says nothing about bookmarks in between.
+_LAST_BOOKMARK_S: Final = 5.0
 _LINE_TOO_LONG: Final = "LineTooLong"
 # How often at most the inactivity deadline is moved (it reschedules a timer).
 _REARM_S: Final = 1.0
+#: Failures after which the cache is no longer in step: the server refuses the scope.
+_REFUSED: Final = frozenset({Kind.UNAUTHORIZED, Kind.FORBIDDEN, Kind.DENIED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,19 +182,20 @@ async def list_terminal_pods(
 @dataclass(slots=True)
 class ScopeState:
     """What health and readiness need to know about one scope's watch loop; times are
-    monotonic: the last event or (re)connect, the last progress of any kind."""
+    the loop's: the last event or (re)connect, the last progress of any kind."""
 
     synced: bool = False
     alive: bool = False
-    last_event: float = field(default_factory=time.monotonic)
-    last_progress: float = field(default_factory=time.monotonic)
+    last_event: float = field(default_factory=anyio.current_time)
+    last_progress: float = field(default_factory=anyio.current_time)
     watch_timeout: float = 0.0
 
 
 class Watcher:
     """The list-watch loop of one scope; run it in a task group until cancelled.
 
-    ``on_synced(label, synced)`` says whether the cache is in step with a LIST;
+    ``on_synced(label, synced)`` says whether the cache is in step with the server:
+    after a LIST or whenever a watch opens, and no longer while the scope is refused;
     ``on_restart(label, relist)`` counts each new watch, and whether a 410 relisted.
     """
 
@@ -207,6 +227,8 @@ class Watcher:
         self._on_restart = on_restart if on_restart is not None else (lambda _label, _relist: None)
         #: The last resourceVersion seen (LIST, event or bookmark).
         self.resource_version: str | None = None
+        #: Whether the server sends bookmarks between a watch's start and its end.
+        self.heartbeat = False
         self._log = log.bind(scope=scope.label)
 
     async def run(
@@ -244,20 +266,20 @@ class Watcher:
                 self._on_restart(self.scope.label, False)
 
     async def _failed(self, exc: ApiError) -> None:
-        if exc.refused:  # the cache may be missing changes
+        if exc.kind in _REFUSED:  # the cache misses the changes from now on
             self._on_synced(self.scope.label, False)
-        delay = self._backoff.next()
+        delay = self._backoff.next(anyio.current_time())
         if exc.kind is Kind.THROTTLED and exc.retry_after is not None:
-            delay = exc.retry_after
+            delay = retry_delay(exc.retry_after, self._rng)
         if not exc.refused:
             self._log.warning("watch.error", **exc.log_fields, retry_in_s=round(delay, 3))
         await anyio.sleep(delay)
 
     def _progress(self) -> None:
-        self.state.last_progress = time.monotonic()
+        self.state.last_progress = anyio.current_time()
 
     def _saw_event(self) -> None:
-        now = time.monotonic()
+        now = anyio.current_time()
         self.state.last_event = now
         self.state.last_progress = now
 
@@ -278,6 +300,8 @@ class Watcher:
 
     async def _watch(self) -> None:
         timeout = self._rng.uniform(self.timeout_min, self.timeout_max)
+        if not self.heartbeat:
+            timeout = min(timeout, UNHEARD_TIMEOUT)
         self.state.watch_timeout = timeout
         request = Request("watch", "pods", self.scope.namespace)
         query: dict[str, str | int] = {
@@ -288,13 +312,15 @@ class Watcher:
         }
         if self.resource_version is not None:
             query["resourceVersion"] = self.resource_version
-        async with self._kube.stream(request, query=query, connect_timeout=_LIST_TIMEOUT) as lines:
+        async with self._kube.stream(request, query=query, timeout=_LIST_TIMEOUT) as lines:
             self._saw_event()
             # A drop of an established stream is a new first failure, not the next one.
             self._backoff.reset()
-            inactivity = timeout + self.inactivity_margin
-            armed = time.monotonic()
-            with anyio.CancelScope(deadline=anyio.current_time() + inactivity) as guard:
+            # Resuming from a resourceVersion the server still has misses nothing.
+            self._on_synced(self.scope.label, True)
+            armed = anyio.current_time()
+            ends = armed + timeout  # the server ends the watch by then
+            with anyio.CancelScope(deadline=self._silent_after(armed, ends)) as guard:
                 while True:
                     try:
                         line = await lines.readline()
@@ -302,33 +328,45 @@ class Watcher:
                         raise ApiError(request, 0, _LINE_TOO_LONG, str(exc)) from exc
                     if not line:
                         break  # the server ended the watch
-                    if line.strip():
-                        self._handle(request, line)
-                    if (now := time.monotonic()) - armed >= _REARM_S:
+                    now = anyio.current_time()
+                    if line.strip() and self._handle(request, line) == "BOOKMARK":
+                        self.heartbeat = self.heartbeat or ends - now > _LAST_BOOKMARK_S
+                    if now - armed >= _REARM_S:
                         armed = now
-                        guard.deadline = anyio.current_time() + inactivity
+                        guard.deadline = self._silent_after(now, ends)
             if guard.cancelled_caught:
-                self._log.warning("watch.inactive", silent_s=round(inactivity, 1))
+                # Learn again, from watches the server ends itself, what silence means.
+                self.heartbeat = False
+                silent = anyio.current_time() - self.state.last_event
+                self._log.warning("watch.inactive", silent_s=round(silent, 1))
 
-    def _handle(self, request: Request, line: bytes) -> None:
+    def _silent_after(self, now: float, ends: float) -> float:
+        """When a stream that has said nothing since ``now`` is taken for dead: once the
+        server should have ended it, or sent its next bookmark if it sends them (and at
+        once, beyond the margin, if it talks on past its end)."""
+        bookmark = now + BOOKMARK_PERIOD if self.heartbeat else math.inf
+        return min(bookmark, max(ends, now)) + self.inactivity_margin
+
+    def _handle(self, request: Request, line: bytes) -> str | None:
+        """Apply one watch line to the cache; its event type, None if unusable."""
         try:
             event = parse_event(line)
         except EventParseError as exc:
             self._log.warning("watch.skipped", why=str(exc)[:200])
-            return
+            return None
         if event.type == "ERROR":
             raise ApiError.from_status(request, event.object)
         self._saw_event()
         if event.resource_version is not None:
             self.resource_version = event.resource_version
         if event.type == "BOOKMARK":
-            return
+            return event.type
         snapshot = snapshot_in_scope(event.object, self.scope)
         if snapshot is None:
-            return
+            return event.type
         if event.type == "DELETED":
             self.cache.remove(snapshot.key, snapshot.uid)
-            return
+            return event.type
         if not snapshot.terminal:
             # The server filters on phase: this pod has no usable status. It leaves the cache.
             self._log.warning(
@@ -339,3 +377,4 @@ class Watcher:
                 phase=snapshot.phase[:40],
             )
         self.cache.upsert(snapshot)
+        return event.type

@@ -222,7 +222,26 @@ async def test_drain_finishes_due_deletes_and_their_events(
     assert len(sim.store.list("events", "team-a")) == 3
     assert "event.dropped" not in [e["event"] for e in logs]
     assert logs[-1]["event"] == "daemon.drained"
-    assert logs[-1]["left_not_due"] == 1
+    assert (logs[-1]["left_due"], logs[-1]["left_not_due"]) == (0, 1)
+
+
+async def test_the_drain_line_counts_refused_deletes_as_left_due(
+    sim: Simulator, config: ConfigFactory, tmp_path: Path
+) -> None:
+    token = sim.add_token("no-delete", [PolicyRule(("",), ("pods",), ("list", "watch"))])
+    kubeconfig = sim.write_kubeconfig(tmp_path / "no-delete", token=token)
+    for i in range(3):
+        sim.store.create("pods", zombie(f"due-{i}", finished_ago=3600))
+    sim.store.create("pods", zombie("later", finished_ago=0))
+    cfg = config(kubeconfig=str(kubeconfig), rules=RuleSet((Rule("node-shutdown", 600.0),)))
+    async with Daemon(cfg) as daemon:
+        await eventually(lambda: len(sim.requests.filter("delete", "pods", 403)) == 3)
+        with captured_logs() as logs:
+            await daemon.drain()
+    (draining,) = [e for e in logs if e["event"] == "daemon.draining"]
+    (drained,) = [e for e in logs if e["event"] == "daemon.drained"]
+    assert draining["due"] == 3
+    assert (drained["left_due"], drained["left_not_due"]) == (3, 1)
 
 
 async def test_drain_timeout_cuts_slow_deletes(sim: Simulator, config: ConfigFactory) -> None:

@@ -1,4 +1,5 @@
-"""The API client: zombied's User-Agent on every request, proxies read once, no netrc."""
+"""The API client: zombied's User-Agent on every request, proxies read once, no netrc,
+every request and stream within its deadline."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import anyio
+import anyio.abc
 import pytest
+import yaml
 from aiohttp import web
-from zombied.kube import Request, open_kube, user_agent
+from zombied.kube import ApiError, Kind, Request, open_kube, user_agent
 from zombied.pod import parse_pod
 from zombied.reaper import Reaper
 
@@ -82,7 +86,7 @@ async def test_every_request_carries_the_user_agent_and_honours_http_proxy(
         await kube.request(Request("list", "pods", "team-a"), timeout=10)
         query = {"watch": "true", "timeoutSeconds": 1}
         async with kube.stream(
-            Request("watch", "pods", "team-a"), query=query, connect_timeout=10
+            Request("watch", "pods", "team-a"), query=query, timeout=10
         ) as lines:
             await lines.read()
         assert (await Reaper(kube).delete(snapshot, "node-shutdown")).outcome == "deleted"
@@ -117,3 +121,41 @@ async def test_a_netrc_entry_for_the_api_server_is_not_read(
     async with open_kube(str(kubeconfig)) as kube:
         pods = await kube.request(Request("list", "pods", "team-a"), timeout=10)
     assert pods["items"] == []
+
+
+async def test_an_answer_that_never_begins_fails_at_the_deadline(tmp_path: Path) -> None:
+    """A server (or a proxy before it) that takes the request and never answers."""
+    held: list[anyio.abc.SocketStream] = []
+
+    async def hold(stream: anyio.abc.SocketStream) -> None:
+        held.append(stream)
+        async with stream:
+            await anyio.sleep_forever()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        ),
+        encoding="utf-8",
+    )
+    watch = Request("watch", "pods", "team-a")
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, hold)
+        async with open_kube(str(kubeconfig)) as kube:
+            with anyio.fail_after(10):  # a bound for a hang, not a measure
+                with pytest.raises(ApiError) as stream_failed:
+                    async with kube.stream(watch, query={"watch": "true"}, timeout=0.2):
+                        pass
+                with pytest.raises(ApiError) as request_failed:
+                    await kube.request(watch, timeout=0.2)
+        tg.cancel_scope.cancel()
+    assert stream_failed.value.kind is request_failed.value.kind is Kind.TRANSIENT
+    assert len(held) == 2

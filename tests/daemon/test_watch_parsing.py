@@ -72,5 +72,7 @@ def test_requests_are_named_as_rbac_names_them(
 
 
 def test_a_refusal_names_the_rule_to_grant() -> None:
-    error = ApiError(Request("delete", "pods", "team-a", "x"), 403, "Forbidden", "no")
-    assert str(error) == "missing RBAC permission to delete pods in namespace team-a: no"
+    refusal = 'pods "x" is forbidden: User "z" cannot delete resource "pods" in API group ""'
+    status = {"kind": "Status", "code": 403, "reason": "Forbidden", "message": refusal}
+    error = ApiError.from_status(Request("delete", "pods", "team-a", "x"), status, 403)
+    assert str(error) == f"missing RBAC permission to delete pods in namespace team-a: {refusal}"

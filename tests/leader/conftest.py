@@ -147,7 +147,8 @@ class Campaign:
 async def open_campaign(
     connect: Callable[[AsyncExitStack], Awaitable[LeaseApi]],
 ) -> AsyncIterator[Campaign]:
-    async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
+    # The connections close before the task group ends: each holds tasks of its own.
+    async with anyio.create_task_group() as tg, AsyncExitStack() as stack:
         campaign = Campaign(lambda: connect(stack), tg)
         try:
             yield campaign

@@ -6,13 +6,16 @@ that carried nothing for a while (Azure's load balancer after 4 minutes, AWS NLB
 that connection is never answered. This middlebox does the same on loopback, quickly:
 it terminates TLS with a certificate of its own, forwards the bytes to the apiserver
 over TLS, and a connection that carried nothing for ``idle`` seconds stops forwarding
-in both directions while staying open. Watch connections are spared (they hold one
-long request, and a real middlebox sees their TCP keep-alives), so a test measures
-what happens to the requests a controller sends between quiet spells.
+in both directions while staying open: not even the server's end of it reaches the
+client. Watch connections are spared by the idle rule (they hold one long request, and
+a real middlebox sees their TCP keep-alives, which it answers itself), so a test
+measures what happens to the requests a controller sends between quiet spells; a test
+black-holes them on purpose with `Middlebox.black_hole_watches`.
 """
 
 from __future__ import annotations
 
+import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,7 @@ from anyio.streams.tls import TLSListener, TLSStream
 from tests.helpers import Certificate, self_signed
 
 _CHUNK = 65536
+_TIMEOUT = re.compile(rb"[?&]timeoutSeconds=(\d+)")
 
 
 @dataclass
@@ -34,6 +38,12 @@ class _Flow:
     last: float = field(default_factory=anyio.current_time)
     watch: bool = False
     dead: bool = False
+    closed: bool = False
+    client_closed: bool = False
+    #: When each watch request began and the timeoutSeconds it asked for.
+    watches: list[tuple[float, int]] = field(default_factory=list)
+    #: When each bookmark passed.
+    bookmarks: list[float] = field(default_factory=list)
 
 
 class Middlebox:
@@ -59,6 +69,17 @@ class Middlebox:
     def black_holed(self) -> int:
         """Connections whose packets are dropped now."""
         return sum(flow.dead for flow in self.flows)
+
+    def watches(self) -> list[_Flow]:
+        """The open watch connections that carry data."""
+        return [flow for flow in self.flows if flow.watch and not (flow.dead or flow.closed)]
+
+    def black_hole_watches(self) -> list[_Flow]:
+        """Forget the open watch connections, as a middlebox that lost their state."""
+        held = self.watches()
+        for flow in held:
+            flow.dead = True
+        return held
 
     def quiet_for(self) -> float:
         """Seconds since any connection but a watch carried a byte."""
@@ -97,7 +118,10 @@ class Middlebox:
         # The client's stream is ours once accepted: closed also when the upstream
         # cannot be reached.
         async with client:
-            await self._forward(client, flow)
+            try:
+                await self._forward(client, flow)
+            finally:
+                flow.closed = True
 
     async def _forward(self, client: TLSStream, flow: _Flow) -> None:
         async with (
@@ -125,12 +149,19 @@ class Middlebox:
                 data = await source.receive(_CHUNK)
                 if flow.dead:
                     continue  # dropped on the floor, as a middlebox that forgot the flow
+                now = flow.last = anyio.current_time()
                 if from_client and b"watch=true" in data:
                     flow.watch = True
-                flow.last = anyio.current_time()
+                    asked = _TIMEOUT.search(data)
+                    flow.watches.append((now, int(asked[1]) if asked else 0))
+                flow.bookmarks += [now] * data.count(b'"type":"BOOKMARK"')
                 await sink.send(data)
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await sink.aclose()
+            flow.client_closed = flow.client_closed or from_client
+            # A forgotten flow carries nothing, its end included: only the client's own
+            # close of its socket ends it.
+            if from_client or not flow.dead:
+                await sink.aclose()
 
     async def _watch_idle(self, flow: _Flow) -> None:
         while not flow.dead:

@@ -1,10 +1,12 @@
-"""After a quiet spell, a storm is reaped as promptly as the first one.
+"""Connections a middlebox forgets: idle ones, and a watch.
 
 ``zombied run`` talks to a real kube-apiserver through a TLS middlebox that silently
 black-holes connections idle for 20 s, as load balancers do (watches are spared). A
 client that keeps idle connections for ever sends the first DELETEs after the quiet
 spell into dead sockets, where they hang until their deadline; zombied's connections
-must not outlive an idle spell that long.
+must not outlive an idle spell that long. And when the middlebox forgets the watch
+itself, nothing on the wire says so (the box answers TCP keep-alives itself): zombied
+must notice the silence in bounded time and watch again.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from zombied.watch import UNHEARD_TIMEOUT
 
 from tests.daemon.pods import zombie
 from tests.daemon.test_cli import readyz, zombied_run
@@ -71,3 +74,36 @@ async def test_a_storm_after_a_quiet_spell_is_reaped_as_promptly_as_the_first(
     # A DELETE into a dead socket waits for its 10 s deadline; none may have.
     assert not failed, failed
     assert second < max(3 * first, 5.0), (first, second)
+
+
+#: How long a black-holed watch may go unnoticed: the longest watch zombied asks for
+#: before the server has shown bookmarks, the margin past it, and slack for a loaded
+#: test machine. Once bookmarks are known it is about 70 s.
+NOTICED_WITHIN = UNHEARD_TIMEOUT + 10 + 15
+
+
+@pytest.mark.timeout(NOTICED_WITHIN + 180)
+async def test_a_black_holed_watch_is_noticed_and_watched_again(
+    real_cluster: RealCluster, tmp_path: Path
+) -> None:
+    namespace = real_cluster.create_namespace()
+    async with Middlebox(real_cluster.url, real_cluster.ca_pem, tmp_path, idle=3600) as box:
+        kubeconfig = kubeconfig_through(box, real_cluster, tmp_path / "kubeconfig")
+        async with zombied_run(kubeconfig, "--namespaces", namespace) as running:
+            await eventually(lambda: running.events("http.listening"), timeout=30)
+            await eventually(lambda: readyz(running.port()), timeout=30)
+            await eventually(box.watches, timeout=30)
+            (forgotten,) = box.black_hole_watches()
+            started = anyio.current_time()
+            await eventually(lambda: running.events("watch.inactive"), timeout=NOTICED_WITHIN)
+            noticed = anyio.current_time() - started
+            # Watched again: a zombie that appears now is seen and reaped.
+            await eventually(box.watches, timeout=30)
+            reaped = await wave(real_cluster, namespace, "after")
+    assert forgotten.client_closed  # zombied let go of the dead connection
+    # The measured bound, for whoever reads the test output.
+    print(
+        f"\n{real_cluster.name}: black-holed watch noticed after {noticed:.1f} s "
+        f"(watches asked: {forgotten.watches}, bookmarks at: {forgotten.bookmarks}); "
+        f"reaped again in {reaped:.1f} s"
+    )

@@ -38,12 +38,6 @@ def test_reset_after_a_healthy_stretch_or_on_request() -> None:
     assert backoff.next(now=202.0) == 0.8
 
 
-def test_monotonic_clock_by_default() -> None:
-    backoff = Backoff(jitter=0.0)
-    assert backoff.next() == 0.8
-    assert backoff.next() == 1.6
-
-
 def test_long_outage_does_not_overflow() -> None:
     backoff = Backoff(factor=10.0, jitter=0.5, rng=random.Random(0))
     for i in range(5000):

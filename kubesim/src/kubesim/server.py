@@ -27,6 +27,7 @@ from aiohttp import web
 
 from kubesim import discovery, protobuf
 from kubesim.patch import APPLY_PATCH, PATCH_TYPES, apply_patch
+from kubesim.rbac import forbidden_message
 from kubesim.requestlog import RequestLog, RequestRecord
 from kubesim.selectors import Selector, parse_selector
 from kubesim.status import (
@@ -575,6 +576,16 @@ class ApiServer:
         if decision.delay > 0:
             await anyio.sleep(decision.delay)
         if decision.error is not None:
+            if decision.error.status == 403:  # the authorizer's refusal, as for a missing rule
+                message = forbidden_message(
+                    info.user,
+                    verb,
+                    rt.group,
+                    resource_for_auth,
+                    target.namespace or None,
+                    target.name or None,
+                )
+                raise forbidden(message, rt.qualified, target.name)
             raise injected(decision.error.status, decision.error.retry_after)
 
         if verb == "list":

@@ -175,13 +175,19 @@ def forbidden(message: str, qualified: str, name: str) -> ApiError:
 
 
 def namespace_terminating(qualified: str, resource: str, name: str, namespace: str) -> ApiError:
-    """A create in a namespace that is being deleted."""
+    """A create in a namespace that is being deleted: the NamespaceLifecycle admission
+    plugin's 403, with its ``NamespaceTerminating`` cause."""
+    cause = {
+        "reason": "NamespaceTerminating",
+        "message": f"namespace {namespace} is being terminated",
+        "field": "metadata.namespace",
+    }
     return ApiError(
         403,
         "Forbidden",
         f'{qualified} "{name}" is forbidden: unable to create new content in namespace '
         f"{namespace} because it is being terminated",
-        {"name": name, "kind": resource},
+        {"name": name, "kind": resource, "causes": [cause]},
     )
 
 

@@ -124,7 +124,7 @@ async def test_scan_lists_then_deletes_and_its_server_dry_run_deletes_nothing(
     doomed = create_pods(real_cluster, zombies(namespace))
     kept = create_pods(real_cluster, bystanders(namespace))
     kubeconfig = str(real_cluster.admin_kubeconfig)
-    base = [ZOMBIED, "scan", "--kubeconfig", kubeconfig, "--namespaces", namespace]
+    base = [ZOMBIED, "scan", "--kubeconfig", kubeconfig, "--namespaces", namespace, "-n", namespace]
     base += ["--min-age", "0s"]
     listed = await anyio.run_process(base, check=False)
     assert listed.returncode == 0, listed.stderr

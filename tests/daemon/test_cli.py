@@ -54,6 +54,8 @@ def test_help_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None:
         (["scan", "--min-age", "soon"], "--min-age"),
         (["run", "--kubeconfig", "/nonexistent/kubeconfig"], "--kubeconfig"),
         (["scan", "--kubeconfig", "/nonexistent/kubeconfig"], "--kubeconfig"),
+        # A huge bad value is cut, but still names its option.
+        (["run", "--qps", "x\n" * 100_000], "--qps"),
     ],
 )
 def test_configuration_errors_are_one_line(
@@ -61,23 +63,11 @@ def test_configuration_errors_are_one_line(
 ) -> None:
     assert main(argv) == 2
     captured = capsys.readouterr()
-    lines = captured.err.splitlines()
-    assert len(lines) == 1, captured.err
-    assert lines[0].startswith("zombied: error: ")
-    assert needle in lines[0]
-    assert "Traceback" not in captured.out
-
-
-def test_a_huge_bad_value_is_cut_but_names_its_option(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    garbage = "x\n" * 100_000
-    assert main(["run", "--qps", garbage]) == 2
-    line = capsys.readouterr().err.rstrip("\n")
-    assert "\n" not in line
-    assert line.startswith("zombied: error: --qps")
+    (line,) = captured.err.splitlines()
+    assert line.startswith("zombied: error: ")
+    assert needle in line
     assert len(line) <= len("zombied: error: ") + MAX_ERROR_CHARS
-    assert line.endswith("…")
+    assert captured.out == ""
 
 
 async def test_scan_failure_is_one_line_exit_1(
@@ -183,26 +173,8 @@ async def test_a_taken_listen_port_is_one_line_exit_2(sim: Simulator, kubeconfig
         command += ["--listen", address, "--log-format", "json"]
         result = await anyio.run_process(command, check=False)
     assert result.returncode == 2
-    assert result.stderr.decode() == (
-        f"zombied: error: --listen {address}: address already in use: another process "
-        "listens there; stop it, or choose another HOST:PORT (port 0 picks a free one)\n"
-    )
-
-
-@pytest.mark.subprocess
-async def test_scan_process_exit_codes(sim: Simulator, kubeconfig: Path) -> None:
-    zombied = str(Path(PYTHON).with_name("zombied"))
-    base = [zombied, "scan", "-A", "--kubeconfig", str(kubeconfig), "--min-age", "0s"]
-    empty = await anyio.run_process(base, check=False)
-    assert (empty.returncode, empty.stdout, empty.stderr) == (0, b"", b"No zombie pods found.\n")
-    sim.store.create("pods", zombie("web-1"))
-    listed = await anyio.run_process(base, check=False)
-    assert listed.returncode == 0
-    assert listed.stdout.decode().splitlines()[1].split()[:2] == ["team-a", "web-1"]
-    sim.faults.add_error("delete", "pods", status=500)
-    failed = await anyio.run_process([*base, "--delete"], check=False)
-    assert failed.returncode == 1
-    assert "failed 1" in failed.stdout.decode()
+    (line,) = result.stderr.decode().splitlines()
+    assert line.startswith(f"zombied: error: --listen {address}: ")
 
 
 def interruptible(argv: list[str]) -> subprocess.Popen[str]:

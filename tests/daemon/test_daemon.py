@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from urllib.parse import parse_qs
 
 import aiohttp
 import anyio
-from prometheus_client import REGISTRY
-from zombied.config import DryRun
-from zombied.daemon import Daemon
+import pytest
+from zombied.daemon import Daemon, serve
 from zombied.rules import Rule, RuleSet
 
 from kubesim import Simulator
@@ -25,11 +26,6 @@ async def get(port: int, path: str) -> tuple[int, str]:
         session.get(f"http://127.0.0.1:{port}{path}") as response,
     ):
         return response.status, await response.text()
-
-
-def reaped(outcome: str) -> float:
-    labels = {"rule": "node-shutdown", "outcome": outcome}
-    return REGISTRY.get_sample_value("zombied_pods_reaped_total", labels) or 0.0
 
 
 def deleted_names(sim: Simulator) -> list[str]:
@@ -55,8 +51,7 @@ def preempt(sim: Simulator, node: str, names: list[str], namespace: str = "team-
     for name in names:
         current = sim.store.get("pods", namespace, name)
         assert current is not None
-        failed = zombie(name, namespace, node=node)
-        current["status"] = failed["status"]
+        current["status"] = zombie(name, namespace, node=node)["status"]
         sim.store.update("pods", current, check_rv=False)
 
 
@@ -72,7 +67,8 @@ async def test_reaps_exactly_the_zombies(sim: Simulator, config: ConfigFactory) 
     store.create("pods", zombie("kept", annotations={"zombied.io/keep": "true"}))
     store.create("pods", zombie("other-app", labels={"app": "db"}))  # label selector
     store.create("pods", pod("succeeded-ok", phase="Succeeded", finished_ago=5))
-    for name in ("live-1", "live-2", "live-3"):
+    live = ["live-1", "live-2", "live-3"]
+    for name in live:
         store.create("pods", pod(name, node="spot-3"))
     cfg = config(
         exclude_namespaces=("kube-system",),
@@ -80,9 +76,8 @@ async def test_reaps_exactly_the_zombies(sim: Simulator, config: ConfigFactory) 
         rules=RuleSet((Rule("node-shutdown", 0.0),), frozenset({"Job"})),
     )
     async with Daemon(cfg) as daemon:
-        await eventually(daemon.ready)
         await eventually(lambda: len(deleted_names(sim)) == 2)
-        preempt(sim, "spot-3", ["live-1", "live-2", "live-3"])
+        preempt(sim, "spot-3", live)
         await eventually(lambda: len(deleted_names(sim)) == 5)
         await eventually(lambda: settled(daemon))
         status, body = await get(daemon.http_port, "/metrics")
@@ -90,24 +85,10 @@ async def test_reaps_exactly_the_zombies(sim: Simulator, config: ConfigFactory) 
         assert 'zombied_pods_reaped_total{outcome="deleted",rule="node-shutdown"}' in body
         assert 'zombied_watch_last_event_age_seconds{scope="_cluster"}' in body
         assert 'zombied_scope_synced{scope="_cluster"} 1.0' in body
-    assert deleted_names(sim) == [
-        "team-a/live-1",
-        "team-a/live-2",
-        "team-a/live-3",
-        "team-a/old-1",
-        "team-b/old-2",
-    ]
-    for survivor in ("running", "pressure", "batch", "kept", "other-app", "succeeded-ok"):
-        assert store.get("pods", "team-a", survivor) is not None
-    assert store.get("pods", "kube-system", "system") is not None
+    reaped = ["team-a/live-1", "team-a/live-2", "team-a/live-3", "team-a/old-1", "team-b/old-2"]
+    assert deleted_names(sim) == reaped
     events = [e for ns in ("team-a", "team-b") for e in store.list("events", ns)]
-    assert sorted(e["involvedObject"]["name"] for e in events) == [
-        "live-1",
-        "live-2",
-        "live-3",
-        "old-1",
-        "old-2",
-    ]
+    assert sorted(e["involvedObject"]["name"] for e in events) == [*live, "old-1", "old-2"]
     assert {e["reason"] for e in events} == {"Reaped"}
     lists = [parse_qs(r.query) for r in sim.requests if r.verb == "list" and r.resource == "pods"]
     assert lists[0]["labelSelector"] == ["app=web"]
@@ -115,133 +96,133 @@ async def test_reaps_exactly_the_zombies(sim: Simulator, config: ConfigFactory) 
 
 
 async def test_watches_one_scope_per_namespace(sim: Simulator, config: ConfigFactory) -> None:
-    sim.store.create("pods", zombie("a", "team-a"))
-    sim.store.create("pods", zombie("b", "team-b"))
-    sim.store.create("pods", zombie("c", "team-c"))
+    for namespace in ("team-a", "team-b", "team-c"):
+        sim.store.create("pods", zombie(namespace[-1], namespace))
     async with Daemon(config(namespaces=("team-a", "team-b"))) as daemon:
         assert [w.scope.label for w in daemon.watchers] == ["team-a", "team-b"]
-        await eventually(lambda: settled(daemon))
-        await eventually(lambda: len(deleted_names(sim)) == 2)
+        await eventually(lambda: len(deleted_names(sim)) == 2 and settled(daemon))
     assert deleted_names(sim) == ["team-a/a", "team-b/b"]
     paths = {r.path for r in sim.requests if r.verb in ("list", "watch")}
     assert paths == {"/api/v1/namespaces/team-a/pods", "/api/v1/namespaces/team-b/pods"}
-
-
-async def test_client_dry_run_deletes_nothing(sim: Simulator, config: ConfigFactory) -> None:
-    for i in range(3):
-        sim.store.create("pods", zombie(f"z{i}"))
-    before = reaped("dry_run")
-    with captured_logs() as logs:
-        async with Daemon(config(dry_run=DryRun.CLIENT)):
-            await eventually(lambda: reaped("dry_run") == before + 3)
-    assert not any(r.verb == "delete" for r in sim.requests)
-    assert len(sim.store.list("pods", "team-a")) == 3
-    dry = [e for e in logs if e["event"] == "pod.dry_run"]
-    assert sorted(e["pod"] for e in dry) == ["z0", "z1", "z2"]
 
 
 async def test_no_zombie_lost_to_faults(sim: Simulator, config: ConfigFactory) -> None:
     names = [f"w{i}" for i in range(30)]
     for name in names:
         sim.store.create("pods", pod(name, node="spot-1"))
-    async with Daemon(config(watch_timeout_min=1.0, watch_timeout_max=2.0)) as daemon:
-        await eventually(daemon.ready)
-        sim.faults.add_error("delete", "pods", status=503, count=8)
-        sim.faults.add_error("delete", "pods", status=429, retry_after=0.2, count=8)
-        sim.faults.add_error("watch", "pods", status=500, count=3)
-        sim.faults.cut_watches_every(0.3)
-        preempt(sim, "spot-1", names[:10])
-        sim.compact()
-        preempt(sim, "spot-1", names[10:20])
-        sim.faults.cut_watches()
-        preempt(sim, "spot-1", names[20:])
-        sim.compact()
-        await eventually(lambda: len(deleted_names(sim)) == 30, timeout=60)
-        sim.faults.clear()
-        await eventually(lambda: settled(daemon), timeout=30)
+    sim.faults.add_error("list", "pods", status=500, count=1)
+    with captured_logs() as logs:
+        async with Daemon(config(watch_timeout_min=1.0, watch_timeout_max=2.0)) as daemon:
+            await eventually(daemon.ready)
+            sim.faults.add_error("delete", "pods", status=503, count=8)
+            sim.faults.add_error("delete", "pods", status=429, retry_after=0.2, count=8)
+            sim.faults.add_error("watch", "pods", status=500, count=3)
+            sim.faults.cut_watches_every(0.3)
+            preempt(sim, "spot-1", names[:10])
+            sim.compact()
+            preempt(sim, "spot-1", names[10:20])
+            sim.faults.cut_watches()
+            preempt(sim, "spot-1", names[20:])
+            sim.compact()
+            await eventually(lambda: len(deleted_names(sim)) == 30, timeout=60)
+            sim.faults.clear()
+            await eventually(lambda: settled(daemon) and daemon.healthy(), timeout=30)
     assert deleted_names(sim) == sorted(f"team-a/{name}" for name in names)
+    errors = {(e["verb"], e["code"]) for e in logs if e["event"] == "watch.error"}
+    assert {("list", 500), ("watch", 500)} <= errors
 
 
-async def test_forbidden_delete_makes_readiness_false(
+async def test_a_forbidden_delete_makes_readiness_false(
     sim: Simulator, config: ConfigFactory, tmp_path: Path
 ) -> None:
-    token = sim.add_token(
-        "restricted",
-        [
-            PolicyRule(("",), ("pods",), ("get", "list", "watch")),
-            PolicyRule(("",), ("events",), ("create",)),
-        ],
-    )
+    read = [PolicyRule(("",), ("pods",), ("get", "list", "watch"))]
+    token = sim.add_token("restricted", [*read, PolicyRule(("",), ("events",), ("create",))])
     kubeconfig = sim.write_kubeconfig(tmp_path / "restricted", token=token)
     sim.store.create("pods", zombie("z"))
     with captured_logs() as logs:
         async with Daemon(config(kubeconfig=str(kubeconfig))) as daemon:
             await eventually(lambda: "delete pods" in daemon.readiness()[1])
             status, body = await get(daemon.http_port, "/readyz")
-            assert status == 503
-            assert "delete pods in namespace team-a" in body
-            assert not daemon.ready()
-            status, _ = await get(daemon.http_port, "/healthz")
-            assert status == 200
+            assert (status, "delete pods in namespace team-a" in body) == (503, True)
+            assert (await get(daemon.http_port, "/healthz"))[0] == 200
     assert sim.store.get("pods", "team-a", "z") is not None
-    forbidden = [e for e in logs if e["event"] == "api.forbidden"]
-    assert len(forbidden) == 1
-    assert forbidden[0]["missing_rule"] == "delete pods in namespace team-a"
+    (forbidden,) = [e for e in logs if e["event"] == "api.forbidden"]
+    assert forbidden["missing_rule"] == "delete pods in namespace team-a"
 
 
-async def test_probes(sim: Simulator, config: ConfigFactory) -> None:
+async def test_probes_readiness_until_listed_liveness_until_wedged(
+    sim: Simulator, config: ConfigFactory
+) -> None:
     sim.faults.add_latency("list", "pods", 0.5)
     async with Daemon(config()) as daemon:
-        assert daemon.http_port > 0
         status, body = await get(daemon.http_port, "/readyz")
-        assert (status, body.strip()) == (503, "scope _cluster: first list not done")
+        assert (status, "first list not done" in body) == (503, True)
         await eventually(daemon.ready)
         assert await get(daemon.http_port, "/readyz") == (200, "ok\n")
         assert await get(daemon.http_port, "/healthz") == (200, "ok\n")
-        assert daemon.healthy()
+        state = daemon.watchers[0].state
+        # A loop that made no progress for far longer than its watch timeout is wedged.
+        state.last_progress -= 10_000
+        status, body = await get(daemon.http_port, "/healthz")
+        assert (status, "silent" in body) == (503, True)
+        state.last_progress += 10_000
+        state.alive = False
+        assert (await get(daemon.http_port, "/healthz"))[0] == 503
+        state.alive = True
+        daemon.monitor.record(60.0)
+        status, body = await get(daemon.http_port, "/healthz")
+        assert (status, "event loop stalled" in body) == (503, True)
 
 
+@pytest.mark.parametrize("deletes", [True, False], ids=["allowed", "refused"])
 async def test_drain_finishes_due_deletes_and_their_events(
-    sim: Simulator, config: ConfigFactory
+    sim: Simulator, config: ConfigFactory, tmp_path: Path, deletes: bool
 ) -> None:
+    verbs = ("list", "watch", "delete") if deletes else ("list", "watch")
+    events = PolicyRule(("",), ("events",), ("create",))
+    token = sim.add_token("zombied", [PolicyRule(("",), ("pods",), verbs), events])
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig", token=token)
     for i in range(3):
         sim.store.create("pods", zombie(f"due-{i}", finished_ago=3600))
     sim.store.create("pods", zombie("later", finished_ago=0))
     sim.faults.add_latency("delete", "pods", 0.3)
     # The Events wait on the server a little, so the drain starts with them queued.
     sim.faults.add_latency("create", "events", 0.3)
-    cfg = config(rules=RuleSet((Rule("node-shutdown", 600.0),)), max_in_flight=1)
-    async with Daemon(cfg) as daemon:
-        await eventually(lambda: daemon.leadership.in_flight == 1)
+    rules = RuleSet((Rule("node-shutdown", 600.0),))
+    async with Daemon(config(kubeconfig=str(kubeconfig), rules=rules, max_in_flight=1)) as daemon:
+        # A delete in flight, or (refused at once) answered.
+        await eventually(lambda: daemon.leadership.in_flight or sim.requests.filter("delete"))
         with captured_logs() as logs:
             await daemon.drain()
-        assert not daemon.ready()
         assert "draining" in daemon.readiness()[1]
-    assert deleted_names(sim) == ["team-a/due-0", "team-a/due-1", "team-a/due-2"]
+    assert deleted_names(sim) == [f"team-a/due-{i}" for i in range(3) if deletes]
     assert sim.store.get("pods", "team-a", "later") is not None
-    assert len(sim.store.list("events", "team-a")) == 3
+    assert len(sim.store.list("events", "team-a")) == (3 if deletes else 0)
     assert "event.dropped" not in [e["event"] for e in logs]
     assert logs[-1]["event"] == "daemon.drained"
-    assert (logs[-1]["left_due"], logs[-1]["left_not_due"]) == (0, 1)
+    # Left due: what is due but was not deleted, refused here.
+    assert (logs[-1]["left_due"], logs[-1]["left_not_due"]) == (0 if deletes else 3, 1)
 
 
-async def test_the_drain_line_counts_refused_deletes_as_left_due(
-    sim: Simulator, config: ConfigFactory, tmp_path: Path
-) -> None:
-    token = sim.add_token("no-delete", [PolicyRule(("",), ("pods",), ("list", "watch"))])
-    kubeconfig = sim.write_kubeconfig(tmp_path / "no-delete", token=token)
-    for i in range(3):
-        sim.store.create("pods", zombie(f"due-{i}", finished_ago=3600))
-    sim.store.create("pods", zombie("later", finished_ago=0))
-    cfg = config(kubeconfig=str(kubeconfig), rules=RuleSet((Rule("node-shutdown", 600.0),)))
-    async with Daemon(cfg) as daemon:
-        await eventually(lambda: len(sim.requests.filter("delete", "pods", 403)) == 3)
-        with captured_logs() as logs:
-            await daemon.drain()
-    (draining,) = [e for e in logs if e["event"] == "daemon.draining"]
-    (drained,) = [e for e in logs if e["event"] == "daemon.drained"]
-    assert draining["due"] == 3
-    assert (drained["left_due"], drained["left_not_due"]) == (3, 1)
+async def test_sigterm_drains_and_serve_returns_0(sim: Simulator, config: ConfigFactory) -> None:
+    """In-process, where coverage sees it; tests/daemon/test_cli signals a real process."""
+    sim.store.create("pods", zombie("z"))
+    result: list[int] = []
+
+    async def run() -> None:
+        result.append(await serve(config()))
+
+    with captured_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await eventually(lambda: len(sim.deleted) == 1)
+            await eventually(lambda: any(e["event"] == "daemon.started" for e in logs))
+            # The receiver is installed before the daemon starts: the signal reaches it.
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert result == [0]
+    events = [e["event"] for e in logs]
+    assert events.index("daemon.signal") < events.index("daemon.draining")
+    assert events[-1] == "daemon.drained"
 
 
 async def test_drain_timeout_cuts_slow_deletes(sim: Simulator, config: ConfigFactory) -> None:
@@ -249,13 +230,13 @@ async def test_drain_timeout_cuts_slow_deletes(sim: Simulator, config: ConfigFac
     sim.faults.add_latency("delete", "pods", 30.0)
     async with Daemon(config(drain_timeout=0.2)) as daemon:
         await eventually(lambda: daemon.leadership.in_flight == 1)
-        with captured_logs() as logs:
-            with anyio.fail_after(10):
-                await daemon.drain()
+        with captured_logs() as logs, anyio.fail_after(10):
+            await daemon.drain()
     assert any(e["event"] == "daemon.drain_timeout" for e in logs)
+    assert sim.store.get("pods", "team-a", "slow") is not None
 
 
-async def test_lost_lease_stops_deleting(sim: Simulator, config: ConfigFactory) -> None:
+async def test_a_standby_never_deletes(sim: Simulator, config: ConfigFactory) -> None:
     sim.store.create("namespaces", {"metadata": {"name": "zombied"}})
     election = {
         "leader_elect": True,
@@ -269,8 +250,7 @@ async def test_lost_lease_stops_deleting(sim: Simulator, config: ConfigFactory) 
         # Another replica takes the lease over (as after a network partition).
         lease = sim.store.get("leases", "zombied", "zombied")
         assert lease is not None
-        lease["spec"]["holderIdentity"] = "intruder"
-        lease["spec"]["leaseDurationSeconds"] = 3600
+        lease["spec"].update(holderIdentity="intruder", leaseDurationSeconds=3600)
         sim.store.update("leases", lease, check_rv=False)
         await eventually(lambda: not daemon.leadership.leading)
         sim.store.create("pods", zombie("z"))
@@ -278,24 +258,3 @@ async def test_lost_lease_stops_deleting(sim: Simulator, config: ConfigFactory) 
         await eventually(lambda: "team-a/z" in daemon.queue and daemon.queue.processing == 0)
         assert daemon.ready()
         assert sim.deleted == []
-
-
-async def test_healthz_fails_only_when_wedged(sim: Simulator, config: ConfigFactory) -> None:
-    async with Daemon(config()) as daemon:
-        await eventually(daemon.ready)
-        assert await get(daemon.http_port, "/healthz") == (200, "ok\n")
-        state = daemon.watchers[0].state
-        # A loop that made no progress for far longer than its watch timeout is wedged.
-        state.last_progress -= 10_000
-        status, body = await get(daemon.http_port, "/healthz")
-        assert status == 503
-        assert "silent" in body
-        state.last_progress += 10_000
-        state.alive = False
-        status, body = await get(daemon.http_port, "/healthz")
-        assert (status, body) == (503, "watch loop of scope _cluster is not running\n")
-        state.alive = True
-        daemon.monitor.record(60.0)
-        status, body = await get(daemon.http_port, "/healthz")
-        assert status == 503
-        assert "event loop stalled" in body

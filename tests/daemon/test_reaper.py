@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from urllib.parse import parse_qs
+from typing import Any
 
 import anyio
 import pytest
@@ -32,76 +32,81 @@ class Answers(list[tuple[str, str, int]]):
         self.append((rule, outcome, code))
 
 
-def delete_queries(sim: Simulator) -> list[dict[str, list[str]]]:
-    return [parse_qs(r.query) for r in sim.requests if r.verb == "delete"]
-
-
 async def test_deletes_with_uid_precondition_and_records_event(
     sim: Simulator, kubeconfig: Path
 ) -> None:
-    obj = sim.store.create("pods", zombie("web-1", node="spot-3"))
-    snapshot = parse_pod(obj)
+    snapshot = parse_pod(sim.store.create("pods", zombie("web-1", node="spot-3")))
     answers = Answers()
-    async with (
-        open_kube(str(kubeconfig)) as api,
-        EventRecorder(api, identity="test-replica") as events,
-    ):
-        reaper = Reaper(api, qps=100, burst=10, events=events, on_answer=answers)
+    async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
+        reaper = Reaper(api, events=events, on_answer=answers)
         with captured_logs() as logs:
-            outcome = await reaper.delete(snapshot, "node-shutdown")
-    assert outcome.outcome == "deleted"
-    assert sim.store.get("pods", "team-a", "web-1") is None
+            assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "deleted"
     (record,) = sim.deleted
-    assert record.obj["metadata"]["uid"] == snapshot.uid
-    assert not record.dry_run
+    assert (record.obj["metadata"]["uid"], record.dry_run) == (snapshot.uid, False)
     assert answers == [("node-shutdown", "deleted", 200)]
     (line,) = [entry for entry in logs if entry["event"] == "pod.reaped"]
-    assert line["namespace"] == "team-a"
-    assert line["pod"] == "web-1"
-    assert line["uid"] == snapshot.uid
-    assert line["rule"] == "node-shutdown"
-    assert line["node"] == "spot-3"
+    assert {key: line[key] for key in ("namespace", "pod", "uid", "rule", "node")} == {
+        "namespace": "team-a",
+        "pod": "web-1",
+        "uid": snapshot.uid,
+        "rule": "node-shutdown",
+        "node": "spot-3",
+    }
     assert line["age_s"] >= 59
     (event,) = sim.store.list("events", "team-a")
-    assert event["reason"] == "Reaped"
-    assert event["type"] == "Normal"
-    assert event["reportingComponent"] == "zombied"
-    assert event["involvedObject"]["uid"] == snapshot.uid
-    assert event["involvedObject"]["kind"] == "Pod"
-    assert "node-shutdown" in event["message"]
-    assert "spot-3" in event["message"]
-    assert "imminent node shutdown" in event["message"]
+    assert (event["reason"], event["type"], event["reportingComponent"]) == (
+        "Reaped",
+        "Normal",
+        "zombied",
+    )
+    involved = event["involvedObject"]
+    assert (involved["kind"], involved["uid"]) == ("Pod", snapshot.uid)
+    assert all(word in event["message"] for word in ("node-shutdown", "spot-3", "node shutdown"))
 
 
-async def test_replacement_with_same_name_survives(sim: Simulator, kubeconfig: Path) -> None:
-    old = parse_pod(sim.store.create("pods", zombie("db-0", owner=("StatefulSet", "db"))))
-    sim.store.delete("pods", "team-a", "db-0")
-    sim.store.create("pods", pod("db-0", owner=("StatefulSet", "db")))
+def annotate_keep(sim: Simulator, name: str) -> None:
+    current = sim.store.get("pods", "team-a", name)
+    current["metadata"]["annotations"] = {"zombied.io/keep": "true"}
+    sim.store.update("pods", current, check_rv=False)
+
+
+def replace(sim: Simulator, name: str) -> None:
+    sim.store.delete("pods", "team-a", name)
+    sim.store.create("pods", pod(name, owner=("StatefulSet", "db")))
+
+
+@pytest.mark.parametrize("change", [annotate_keep, replace], ids=["changed", "replaced"])
+async def test_a_pod_changed_or_replaced_since_it_was_judged_survives(
+    sim: Simulator, kubeconfig: Path, change: Any
+) -> None:
+    """The uid precondition guards a new pod under the old name, the resourceVersion one a
+    pod changed (here: protected) since it was judged."""
+    judged = parse_pod(sim.store.create("pods", zombie("db-0", owner=("StatefulSet", "db"))))
+    change(sim, "db-0")
     async with open_kube(str(kubeconfig)) as api:
         with captured_logs() as logs:
-            outcome = await Reaper(api).delete(old, "node-shutdown")
-    assert outcome.outcome == "conflict"
-    assert outcome.action is Action.DONE
-    replacement = sim.store.get("pods", "team-a", "db-0")
-    assert replacement is not None
-    assert replacement["metadata"]["uid"] != old.uid
+            outcome = await Reaper(api).delete(judged, "node-shutdown")
+    assert (outcome.outcome, outcome.action) == ("conflict", Action.DONE)
+    assert sim.store.get("pods", "team-a", "db-0") is not None
+    assert not [record for record in sim.deleted if record.user]  # only the test's own
     assert [entry["event"] for entry in logs] == ["pod.conflict"]
-    body_uids = [r.obj["metadata"]["uid"] for r in sim.deleted]
-    assert replacement["metadata"]["uid"] not in body_uids
 
 
-async def test_server_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path) -> None:
+@pytest.mark.parametrize("mode", [DryRun.CLIENT, DryRun.SERVER])
+async def test_a_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path, mode: DryRun) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
-    async with open_kube(str(kubeconfig)) as api:
+    answers = Answers()
+    async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
+        reaper = Reaper(api, dry_run=mode, events=events, on_answer=answers)
         with captured_logs() as logs:
-            outcome = await Reaper(api, dry_run=DryRun.SERVER).delete(snapshot, "node-shutdown")
-    assert outcome.outcome == "dry_run"
+            assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "dry_run"
     assert sim.store.get("pods", "team-a", "dry") is not None
-    assert [record.dry_run for record in sim.deleted] == [True]
-    # The option travels in the body: beside a body, a query option would be ignored.
-    assert delete_queries(sim) == [{}]
+    assert answers == [("node-shutdown", "dry_run", 200)]
+    # Server: dryRun travels in the body (beside a body, a query option would be ignored).
+    assert [record.dry_run for record in sim.deleted] == ([True] if mode is DryRun.SERVER else [])
+    assert {r.query for r in sim.requests if r.verb == "delete"} <= {""}
     assert sim.store.list("events", "team-a") == []
-    assert any(e["event"] == "pod.dry_run" and e["mode"] == "server" for e in logs)
+    assert any(e["event"] == "pod.dry_run" and e["mode"] == str(mode) for e in logs)
 
 
 async def test_losing_leadership_cancels_in_flight_delete(sim: Simulator, kubeconfig: Path) -> None:
@@ -119,6 +124,14 @@ async def test_losing_leadership_cancels_in_flight_delete(sim: Simulator, kubeco
             tg.start_soon(attempt)
             await eventually(lambda: leadership.in_flight)
             leadership.end_term()
+        # A standby never deletes: the key goes back to the queue.
+        queue: WorkQueue[str] = WorkQueue()
+        cache = PodCache(RuleSet((Rule("node-shutdown", 0.0),)), queue)
+        cache.upsert(snapshot)
+        key = await queue.get()
+        assert await reaper.process(key, cache, queue) is None
+        queue.done(key)
+        assert key in queue
     assert outcomes[0].action is Action.ABANDONED
     assert sim.store.get("pods", "team-a", "slow") is not None
 
@@ -127,63 +140,45 @@ async def test_workers_re_evaluate_the_newest_snapshot(sim: Simulator, kubeconfi
     rules = RuleSet((Rule("node-shutdown", 0.0), Rule("evicted", 3600.0)))
     queue: WorkQueue[str] = WorkQueue()
     cache = PodCache(rules, queue)
-    due = parse_pod(sim.store.create("pods", zombie("due")))
-    kept = parse_pod(sim.store.create("pods", zombie("kept")))
-    later = parse_pod(sim.store.create("pods", evicted("later")))
+    for obj in (zombie("due"), zombie("kept"), evicted("later")):
+        cache.upsert(parse_pod(sim.store.create("pods", obj)))
+    # The newest state of "kept" carries the opt-out annotation.
+    annotate_keep(sim, "kept")
+    cache.upsert(parse_pod(sim.store.get("pods", "team-a", "kept")))
     async with open_kube(str(kubeconfig)) as api:
         reaper = Reaper(api)
-        for snapshot in (due, kept, later):
-            cache.upsert(snapshot)
-        # The newest state of "kept" carries the opt-out annotation.
-        cache.upsert(
-            parse_pod(
-                {
-                    **sim.store.get("pods", "team-a", "kept"),
-                    "metadata": {
-                        **sim.store.get("pods", "team-a", "kept")["metadata"],
-                        "annotations": {"zombied.io/keep": "true"},
-                    },
-                }
-            )
-        )
         assert (await reaper.process("team-a/due", cache, queue)).outcome == "deleted"
         with captured_logs() as logs:
             assert await reaper.process("team-a/kept", cache, queue) is None
-        assert logs[0]["event"] == "pod.skipped"
-        assert logs[0]["why"] == "keep-annotation"
+        assert (logs[0]["event"], logs[0]["why"]) == ("pod.skipped", "keep-annotation")
         assert await reaper.process("team-a/later", cache, queue) is None
         assert "team-a/later" in queue
         assert await reaper.process("team-a/unknown", cache, queue) is None
     assert [r.obj["metadata"]["name"] for r in sim.deleted] == ["due"]
-    assert kept.uid
 
 
-@pytest.mark.parametrize(("status", "retry_after"), [(429, 1), (429, None), (503, None)])
-async def test_pushback_lowers_the_delete_rate_at_once(
-    sim: Simulator, kubeconfig: Path, status: int, retry_after: float | None
+@pytest.mark.parametrize(
+    ("status", "retry_after", "rate"),
+    [(429, 1, 14), (429, None, 14), (503, None, 14), (404, None, 20)],
+)
+async def test_pushback_and_only_pushback_lowers_the_delete_rate_at_once(
+    sim: Simulator, kubeconfig: Path, status: int, retry_after: float | None, rate: float
 ) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
-    sim.faults.add_error("delete", "pods", status=status, retry_after=retry_after, count=1)
+    if status == 404:
+        sim.store.delete("pods", "team-a", "z")
+    else:
+        sim.faults.add_error("delete", "pods", status=status, retry_after=retry_after, count=1)
     async with open_kube(str(kubeconfig)) as api:
         rates: list[float] = []
         reaper = Reaper(api, qps=20, burst=20, on_rate=rates.append)
-        outcome = await reaper.delete(snapshot, "node-shutdown")
-        assert outcome.code == status
-        assert reaper.bucket.rate() == pytest.approx(14)
-        assert rates == [20, pytest.approx(14)]
-        # The next answer is a success: no further cut, the pod goes.
-        assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "deleted"
-        assert reaper.bucket.pace is not None
-        assert reaper.bucket.pace.cuts == 1
-
-
-async def test_a_conflict_or_gone_does_not_slow_down(sim: Simulator, kubeconfig: Path) -> None:
-    snapshot = parse_pod(sim.store.create("pods", zombie("z")))
-    sim.store.delete("pods", "team-a", "z")
-    async with open_kube(str(kubeconfig)) as api:
-        reaper = Reaper(api, qps=20, burst=20)
-        assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "gone"
-        assert reaper.bucket.rate() == 20
+        assert (await reaper.delete(snapshot, "node-shutdown")).code == status
+        assert reaper.bucket.rate() == pytest.approx(rate)
+        assert rates == [20, pytest.approx(rate)][: 1 + (rate != 20)]
+        if status != 404:  # the next answer is a success: no further cut
+            assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "deleted"
+            assert reaper.bucket.pace is not None
+            assert reaper.bucket.pace.cuts == 1
 
 
 async def test_a_throttled_key_comes_back_after_retry_after_plus_jitter(

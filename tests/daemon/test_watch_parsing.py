@@ -1,39 +1,40 @@
 """The pure parts of the watch and of requests: scopes, their selectors, RBAC wording."""
 
 import pytest
-from zombied.kube import ApiError, Request
+from zombied.kube import Request
 from zombied.rules import Selection
-from zombied.watch import (
-    CLUSTER_SCOPE,
-    TERMINAL_FIELD_SELECTOR,
-    Scope,
-    scopes_for,
-)
+from zombied.watch import CLUSTER_SCOPE, TERMINAL_FIELD_SELECTOR, scopes_for
+
+TERMINAL = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
 
 
-def test_cluster_scope_watches_terminal_pods_and_excludes_namespaces_server_side() -> None:
-    assert TERMINAL_FIELD_SELECTOR == (
-        "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
-    )
-    (scope,) = scopes_for(Selection((), ("kube-system", "infra"), "app=web"))
-    assert scope.label == CLUSTER_SCOPE
-    assert scope.query == {
-        "fieldSelector": (
-            f"{TERMINAL_FIELD_SELECTOR},metadata.namespace!=kube-system,metadata.namespace!=infra"
+@pytest.mark.parametrize(
+    ("selection", "scopes", "query", "owned", "foreign"),
+    [
+        # One watch of every namespace: exclusions and the label selector on the server.
+        (
+            Selection((), ("kube-system", "infra"), "app=web"),
+            [CLUSTER_SCOPE],
+            {
+                "fieldSelector": f"{TERMINAL},metadata.namespace!=kube-system"
+                ",metadata.namespace!=infra",
+                "labelSelector": "app=web",
+            },
+            "team-a",
+            "infra",
         ),
-        "labelSelector": "app=web",
-    }
-    assert scope.owns("team-a")
-    assert not scope.owns("infra")
-
-
-def test_namespaced_scopes_one_per_namespace() -> None:
-    scopes = scopes_for(Selection(("a", "b", "a")))
-    assert [scope.label for scope in scopes] == ["a", "b"]
-    assert scopes[0].query == {"fieldSelector": TERMINAL_FIELD_SELECTOR}
-    assert scopes[0].owns("a")
-    assert not scopes[0].owns("b")
-    assert Scope("a").query == {"fieldSelector": TERMINAL_FIELD_SELECTOR}
+        # One watch per namespace, each named once.
+        (Selection(("a", "b", "a")), ["a", "b"], {"fieldSelector": TERMINAL}, "a", "b"),
+    ],
+)
+def test_scopes_watch_terminal_pods_of_the_selection(
+    selection: Selection, scopes: list[str], query: dict[str, str], owned: str, foreign: str
+) -> None:
+    assert TERMINAL_FIELD_SELECTOR == TERMINAL
+    found = scopes_for(selection)
+    assert [scope.label for scope in found] == scopes
+    assert found[0].query == query
+    assert (found[0].owns(owned), found[0].owns(foreign)) == (True, False)
 
 
 @pytest.mark.parametrize(
@@ -69,10 +70,3 @@ def test_requests_are_named_as_rbac_names_them(
     request_: Request, path: str, rule: str, text: str
 ) -> None:
     assert (request_.path, request_.rule, str(request_)) == (path, rule, text)
-
-
-def test_a_refusal_names_the_rule_to_grant() -> None:
-    refusal = 'pods "x" is forbidden: User "z" cannot delete resource "pods" in API group ""'
-    status = {"kind": "Status", "code": 403, "reason": "Forbidden", "message": refusal}
-    error = ApiError.from_status(Request("delete", "pods", "team-a", "x"), status, 403)
-    assert str(error) == f"missing RBAC permission to delete pods in namespace team-a: {refusal}"

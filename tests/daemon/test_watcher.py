@@ -97,16 +97,21 @@ async def test_relists_and_reconciles_after_410(sim: Simulator, kubeconfig: Path
         assert any(entry["event"] == "watch.relist" for entry in logs)
 
 
-async def test_compaction_mid_stream_relists(sim: Simulator, kubeconfig: Path) -> None:
+async def test_each_cut_of_an_established_watch_is_one_failure_not_a_series(
+    sim: Simulator, kubeconfig: Path
+) -> None:
+    """Without a reset of the backoff on success, ten cuts push the wait before the next
+    watch towards the 30 s cap."""
+    backoff = Backoff(initial=0.01, cap=30.0, jitter=0.0)
     cache = PodCache(RULES, WorkQueue())
-    async with watching(kubeconfig, cache, SCOPE, timeout_min=2, timeout_max=3) as watcher:
-        await eventually(lambda: watcher.state.synced)
-        await eventually(lambda: sim.store.watcher_count() == 1)
-        lists_before = sum(1 for r in sim.requests if r.verb == "list")
-        sim.compact()
-        await eventually(lambda: sum(1 for r in sim.requests if r.verb == "list") > lists_before)
-        sim.store.create("pods", zombie("after"))
-        await eventually(lambda: "team-a/after" in cache)
+    options = {"timeout_min": 30, "timeout_max": 30, "backoff": backoff, "pool_size": 2}
+    async with watching(kubeconfig, cache, **options):
+        for _ in range(10):
+            await eventually(lambda: sim.store.watcher_count() == 1, timeout=5)
+            sim.faults.cut_watches()
+            await eventually(lambda: sim.store.watcher_count() == 0)
+        await eventually(lambda: sim.store.watcher_count() == 1, timeout=5)
+        assert backoff.failures <= 1
 
 
 async def test_a_refused_watch_is_unsynced_until_a_watch_works_again(

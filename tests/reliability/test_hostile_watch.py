@@ -244,26 +244,19 @@ async def test_hostile_lines_are_skipped_and_the_watch_goes_on(tmp_path: Path) -
 
 async def test_events_split_anywhere_across_chunks_are_read_whole(tmp_path: Path) -> None:
     names = [f"z{i}" for i in range(4)]
-    script = Script([[zombie(name, 101 + i) for i, name in enumerate(names)]], chunk=7)
-    cache = PodCache(RULES, WorkQueue())
-    with capture_logs() as logs:
-        async with stub_server(script, tmp_path) as kubeconfig, watching(kubeconfig, cache):
-            await eventually(lambda: len(cache) == len(names))
-    assert sorted(entry.snapshot.name for entry in cache.entries()) == names
-    assert not [entry for entry in logs if entry["event"] == "watch.skipped"]
-
-
-async def test_a_pod_being_deleted_leaves_the_cache_at_once(tmp_path: Path) -> None:
-    # A finalizer holds the pod: it lingers with a deletionTimestamp, no DELETED yet.
-    deleting = zombie("z", 102, deletionTimestamp="2026-01-01T00:00:00Z")
-    script = Script([[zombie("z", 101), event("MODIFIED", deleting), zombie("after", 103)]])
+    # A finalizer holds z0: it lingers with a deletionTimestamp, no DELETED yet, and
+    # leaves the cache and the queue at once.
+    deleting = event("MODIFIED", zombie("z0", 105, deletionTimestamp="2026-01-01T00:00:00Z"))
+    stream = [*(zombie(name, 101 + i) for i, name in enumerate(names)), deleting]
+    script = Script([[*stream, zombie("after", 106)]], chunk=7)
     queue: WorkQueue[str] = WorkQueue()
     cache = PodCache(RULES, queue)
-    async with stub_server(script, tmp_path) as kubeconfig, watching(kubeconfig, cache):
-        await eventually(lambda: "team-a/after" in cache)
-        assert "team-a/z" not in cache
-        assert "team-a/z" not in queue
-        assert cache.zombies == 1
+    with capture_logs() as logs:
+        async with stub_server(script, tmp_path) as kubeconfig, watching(kubeconfig, cache):
+            await eventually(lambda: "team-a/after" in cache)
+            assert "team-a/z0" not in queue
+    assert sorted(entry.snapshot.name for entry in cache.entries()) == ["after", "z1", "z2", "z3"]
+    assert not [entry for entry in logs if entry["event"] == "watch.skipped"]
 
 
 def pod_finished_at_the_end_of_time() -> dict[str, Any]:

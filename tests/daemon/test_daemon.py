@@ -204,13 +204,25 @@ async def test_drain_finishes_due_deletes_and_their_events(
     assert (logs[-1]["left_due"], logs[-1]["left_not_due"]) == (0 if deletes else 3, 1)
 
 
-async def test_sigterm_drains_and_serve_returns_0(sim: Simulator, config: ConfigFactory) -> None:
+ELECTION = {
+    "leader_elect": True,
+    "lease_namespace": "zombied",
+    "lease_duration": 2.0,
+    "renew_deadline": 1.5,
+    "retry_period": 0.2,
+}
+
+
+async def test_sigterm_drains_releases_the_lease_and_serve_returns_0(
+    sim: Simulator, config: ConfigFactory
+) -> None:
     """In-process, where coverage sees it; tests/daemon/test_cli signals a real process."""
+    sim.store.create("namespaces", {"metadata": {"name": "zombied"}})
     sim.store.create("pods", zombie("z"))
     result: list[int] = []
 
     async def run() -> None:
-        result.append(await serve(config()))
+        result.append(await serve(config(**ELECTION)))
 
     with captured_logs() as logs:
         async with anyio.create_task_group() as tg:
@@ -223,6 +235,9 @@ async def test_sigterm_drains_and_serve_returns_0(sim: Simulator, config: Config
     events = [e["event"] for e in logs]
     assert events.index("daemon.signal") < events.index("daemon.draining")
     assert events[-1] == "daemon.drained"
+    # Released: a standby takes over at once instead of waiting the lease out.
+    assert "leader.released" in events
+    assert sim.store.get("leases", "zombied", "zombied")["spec"]["holderIdentity"] == ""
 
 
 async def test_drain_timeout_cuts_slow_deletes(sim: Simulator, config: ConfigFactory) -> None:
@@ -238,14 +253,7 @@ async def test_drain_timeout_cuts_slow_deletes(sim: Simulator, config: ConfigFac
 
 async def test_a_standby_never_deletes(sim: Simulator, config: ConfigFactory) -> None:
     sim.store.create("namespaces", {"metadata": {"name": "zombied"}})
-    election = {
-        "leader_elect": True,
-        "lease_namespace": "zombied",
-        "lease_duration": 2.0,
-        "renew_deadline": 1.5,
-        "retry_period": 0.2,
-    }
-    async with Daemon(config(**election), identity="one") as daemon:
+    async with Daemon(config(**ELECTION), identity="one") as daemon:
         await eventually(lambda: daemon.leadership.leading)
         # Another replica takes the lease over (as after a network partition).
         lease = sim.store.get("leases", "zombied", "zombied")

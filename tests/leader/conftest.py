@@ -1,29 +1,25 @@
-"""Candidates campaigning for one Lease, each with its own connection.
+"""Candidates campaigning for one Lease, each with its own connection to the in-memory
+`LeaseServer`, on fake loop time (``memory_campaign``).
 
-Two backends: the in-memory `LeaseServer` on fake loop time (``memory_campaign``) for
-the election logic, and the simulator over real HTTP (``campaign``). A `Campaign` runs
-every elector in its own cancel scope (a test stops one "replica" by cancelling it),
-records each gain and loss of leadership with its loop time, and asserts on leaving
-that no two candidates' terms ever overlapped.
+A `Campaign` runs every elector in its own cancel scope (a test stops one "replica" by
+cancelling it), records each gain and loss of leadership with its loop time, and
+asserts on leaving that no two candidates' terms ever overlapped.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from anyio.abc import TaskGroup
-from zombied.kube import open_kube
-from zombied.leader import Leadership, LeaseApi, LeaseElector
+from zombied.leader import Leadership, LeaseElector
 
-from kubesim import Simulator
 from tests.helpers import eventually
 from tests.leader.memory import LeaseServer, MemoryKube
 
@@ -48,7 +44,7 @@ async def wait_for(predicate: Callable[[], object], within: float, what: str) ->
 class Candidate:
     identity: str
     elector: LeaseElector
-    kube: Any  # a MemoryKube, or a Kube on the simulator
+    kube: MemoryKube
     scope: anyio.CancelScope
     #: Every gain (True) and loss (False) of leadership, with its loop time.
     changes: list[tuple[float, bool]] = field(default_factory=list)
@@ -82,20 +78,18 @@ class Candidate:
 
 
 class Campaign:
-    def __init__(self, connect: Callable[[], Awaitable[LeaseApi]], tg: TaskGroup) -> None:
-        self._connect = connect
+    def __init__(self, server: LeaseServer, tg: TaskGroup) -> None:
+        self.server = server
         self.tg = tg
         self.candidates: list[Candidate] = []
 
-    async def add(
-        self, identity: str, kube: LeaseApi | None = None, **durations: float
-    ) -> Candidate:
-        """Start a candidate on its own connection (``kube``, or a new one)."""
+    async def add(self, identity: str, **durations: float) -> Candidate:
+        """Start a candidate on a connection of its own."""
         changes: list[tuple[float, bool]] = []
         leadership = Leadership(
             False, on_change=lambda leading: changes.append((anyio.current_time(), leading))
         )
-        kube = kube if kube is not None else await self._connect()
+        kube = MemoryKube(self.server)
         elector = LeaseElector(
             kube,
             name=LEASE,
@@ -143,25 +137,6 @@ class Campaign:
             assert end <= start, f"terms of {who} and {other} overlap: {terms}"
 
 
-@asynccontextmanager
-async def open_campaign(
-    connect: Callable[[AsyncExitStack], Awaitable[LeaseApi]],
-) -> AsyncIterator[Campaign]:
-    # The connections close before the task group ends: each holds tasks of its own.
-    async with anyio.create_task_group() as tg, AsyncExitStack() as stack:
-        campaign = Campaign(lambda: connect(stack), tg)
-        try:
-            yield campaign
-            campaign.assert_never_two_leaders()
-        finally:
-            for candidate in campaign.candidates:
-                candidate.stop()
-            with anyio.fail_after(10):
-                for candidate in campaign.candidates:
-                    await candidate.stopped.wait()
-            tg.cancel_scope.cancel()
-
-
 @pytest.fixture
 def server() -> LeaseServer:
     """The in-memory Lease of ``memory_campaign``."""
@@ -172,17 +147,19 @@ def server() -> LeaseServer:
 def memory_campaign(server: LeaseServer) -> Callable[[], Any]:
     """``async with memory_campaign() as c:`` on the in-memory Lease; use with looptime."""
 
-    async def connect(_stack: AsyncExitStack) -> MemoryKube:
-        return MemoryKube(server)
+    @asynccontextmanager
+    async def open_campaign() -> AsyncIterator[Campaign]:
+        async with anyio.create_task_group() as tg:
+            campaign = Campaign(server, tg)
+            try:
+                yield campaign
+                campaign.assert_never_two_leaders()
+            finally:
+                for candidate in campaign.candidates:
+                    candidate.stop()
+                with anyio.fail_after(10):
+                    for candidate in campaign.candidates:
+                        await candidate.stopped.wait()
+                tg.cancel_scope.cancel()
 
-    return lambda: open_campaign(connect)
-
-
-@pytest.fixture
-def campaign(sim: Simulator, kubeconfig: Path) -> Callable[[], Any]:
-    """``async with campaign() as c:`` on the test's simulator, over real HTTP."""
-
-    async def connect(stack: AsyncExitStack) -> LeaseApi:
-        return await stack.enter_async_context(open_kube(str(kubeconfig)))
-
-    return lambda: open_campaign(connect)
+    return open_campaign

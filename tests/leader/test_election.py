@@ -345,6 +345,17 @@ async def test_an_answer_that_is_no_lease_is_reported_and_retried(
     assert errors == [("get", "MalformedAnswer")]
 
 
+async def test_a_lease_whose_spec_is_no_object_is_garbage_to_overwrite(
+    memory_campaign: Any, server: LeaseServer
+) -> None:
+    server.write({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": "garbled"})
+    async with memory_campaign() as c:
+        await c.add("one")
+        await c.wait_leader()
+        assert server.spec()["holderIdentity"] == "one"
+    assert server.spec()["holderIdentity"] == ""
+
+
 async def test_a_release_with_no_lease_has_nothing_to_give_back(
     memory_campaign: Any, server: LeaseServer
 ) -> None:

@@ -12,17 +12,17 @@ from zombied.leader import LeaseElector, default_identity, micro_time
 from tests.leader.memory import LeaseServer, MemoryKube
 
 
-def test_identity_uses_pod_name_and_a_random_suffix(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POD_NAME", "zombied-7d9f-abcde")
+@pytest.mark.parametrize("pod_name", ["zombied-7d9f-abcde", None])
+def test_identity_is_the_pod_or_host_name_and_a_random_suffix(
+    monkeypatch: pytest.MonkeyPatch, pod_name: str | None
+) -> None:
+    if pod_name is None:
+        monkeypatch.delenv("POD_NAME", raising=False)
+    else:
+        monkeypatch.setenv("POD_NAME", pod_name)
     first, second = default_identity(), default_identity()
-    assert re.fullmatch(r"zombied-7d9f-abcde-[0-9a-f]{8}", first)
+    assert re.fullmatch(rf"{re.escape(pod_name or socket.gethostname())}-[0-9a-f]{{8}}", first)
     assert first != second
-
-
-def test_identity_falls_back_to_the_host_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("POD_NAME", raising=False)
-    host = re.escape(socket.gethostname())
-    assert re.fullmatch(rf"{host}-[0-9a-f]{{8}}", default_identity())
 
 
 @pytest.mark.parametrize(
@@ -45,13 +45,8 @@ def test_micro_time_is_rfc3339_utc_with_microseconds(moment: datetime, text: str
     [(1.0, 2.0, 0.2), (2.0, 2.0, 0.2), (2.0, 1.0, 1.0), (2.0, 1.0, 0.0)],
 )
 def test_rejects_inconsistent_durations(lease: float, deadline: float, retry: float) -> None:
+    durations = {"lease_duration": lease, "renew_deadline": deadline, "retry_period": retry}
     with pytest.raises(ValueError, match="lease_duration > renew_deadline > retry_period"):
         LeaseElector(
-            MemoryKube(LeaseServer()),
-            name="zombied",
-            namespace="default",
-            identity="x",
-            lease_duration=lease,
-            renew_deadline=deadline,
-            retry_period=retry,
+            MemoryKube(LeaseServer()), name="zombied", namespace="n", identity="x", **durations
         )

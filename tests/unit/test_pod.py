@@ -144,15 +144,14 @@ class TestSnapshot:
         assert snap == before
         assert not hasattr(snap, "__dict__")  # slots: nothing else can be attached
 
-    def test_minimal_pod(self) -> None:
-        snap = parse_pod({"metadata": {"namespace": "n", "name": "p", "uid": "u"}})
-        assert snap == PodSnapshot(namespace="n", name="p", uid="u")
-        assert not snap.terminal
-
-    @pytest.mark.parametrize("phase", ["Pending", "Running", "Unknown", "Bogus", ""])
-    def test_non_terminal_phases_are_kept_as_strings(self, phase: str) -> None:
-        snap = parse_pod(make_pod(status__phase=phase))
-        assert snap.phase == phase
+    @pytest.mark.parametrize("phase", [None, "Pending", "Running", "Unknown", "Bogus", ""])
+    def test_minimal_and_non_terminal_pods(self, phase: str | None) -> None:
+        if phase is None:
+            snap = parse_pod({"metadata": {"namespace": "n", "name": "p", "uid": "u"}})
+            assert snap == PodSnapshot(namespace="n", name="p", uid="u")
+        else:
+            snap = parse_pod(make_pod(status__phase=phase))
+            assert snap.phase == phase
         assert not snap.terminal
 
 
@@ -188,20 +187,21 @@ class TestRequiredFields:
         with pytest.raises(PodParseError, match="not a valid name"):
             parse_pod(pod)
 
-    @pytest.mark.parametrize("obj", [None, "pod", 3, ["metadata"], {"kind": "Pod"}])
+    @pytest.mark.parametrize(
+        "obj",
+        [
+            None,
+            "pod",
+            3,
+            ["metadata"],
+            {"kind": "Pod"},
+            *({"metadata": m} for m in (None, "x", 1, [{}])),
+        ],
+    )
     def test_not_a_pod(self, obj: object) -> None:
-        with pytest.raises(PodParseError):
-            parse_pod(obj)
-
-    @pytest.mark.parametrize("metadata", [None, "x", 1, [{"name": "p"}]])
-    def test_metadata_wrong_type(self, metadata: object) -> None:
-        with pytest.raises(PodParseError, match="metadata is missing or not an object"):
-            parse_pod({"metadata": metadata})
-
-    def test_error_has_reason(self) -> None:
         with pytest.raises(PodParseError) as info:
-            parse_pod({"metadata": {"name": "p", "uid": "u"}})
-        assert info.value.reason == "metadata.namespace is missing"
+            parse_pod(obj)
+        assert info.value.reason
         assert isinstance(info.value, ValueError)
 
 
@@ -225,15 +225,12 @@ class TestDegradesGracefully:
         pod["metadata"]["resourceVersion"] = value
         assert parse_pod(pod).resource_version == expected
 
-    def test_huge_message_is_truncated(self) -> None:
-        snap = parse_pod(make_pod(status__message="x" * 1_000_000))
-        assert len(snap.message) == 1024
-
-    def test_huge_annotations_are_not_kept(self) -> None:
-        pod = make_pod()
+    def test_huge_values_are_cut_or_not_kept(self) -> None:
+        pod = make_pod(status__message="x" * 1_000_000)
         pod["metadata"]["annotations"] = {f"k{i}": "v" * 1000 for i in range(1000)}
         pod["metadata"]["annotations"][KEEP_ANNOTATION] = "true"
         snap = parse_pod(pod)
+        assert len(snap.message) == 1024
         assert snap.keep
         assert not any(isinstance(v, dict) for v in (getattr(snap, f) for f in snap.__slots__))
 
@@ -419,40 +416,30 @@ class TestTerminatedAt:
 
 
 class TestOwnerKeepDeleting:
-    def test_controller_reference_wins(self) -> None:
-        pod = make_pod()
-        pod["metadata"]["ownerReferences"] = [
-            {"kind": "ConfigMap", "name": "cm"},
-            {"kind": "Job", "name": "job-1", "controller": True},
-        ]
-        snap = parse_pod(pod)
-        assert (snap.owner_kind, snap.owner_name) == ("Job", "job-1")
-
-    def test_first_reference_without_controller(self) -> None:
-        pod = make_pod()
-        pod["metadata"]["ownerReferences"] = [
-            {"kind": "ReplicaSet", "name": "rs-1", "controller": False},
-            {"kind": "Job", "name": "job-1", "controller": "true"},  # not a real bool
-        ]
-        snap = parse_pod(pod)
-        assert (snap.owner_kind, snap.owner_name) == ("ReplicaSet", "rs-1")
-
     @pytest.mark.parametrize(
-        "refs",
+        ("refs", "owner"),
         [
-            None,
-            [],
-            "Job",
-            [None, "x", 3],
-            {"kind": "Job"},
-            [{"kind": 3, "name": ["x"], "controller": True}],
+            # The controller reference wins, else the first one ("true" is no bool).
+            (
+                [{"kind": "CM", "name": "c"}, {"kind": "Job", "name": "j", "controller": True}],
+                "Job/j",
+            ),
+            (
+                [{"kind": "RS", "name": "r"}, {"kind": "Job", "name": "j", "controller": "1"}],
+                "RS/r",
+            ),
+            (None, ""),
+            ([], ""),
+            ("Job", ""),
+            ([None, "x", 3], ""),
+            ({"kind": "Job"}, ""),
+            ([{"kind": 3, "name": ["x"], "controller": True}], ""),
         ],
     )
-    def test_no_usable_owner(self, refs: object) -> None:
+    def test_owner(self, refs: object, owner: str) -> None:
         pod = make_pod()
         pod["metadata"]["ownerReferences"] = refs
-        snap = parse_pod(pod)
-        assert (snap.owner_kind, snap.owner_name) == ("", "")
+        assert parse_pod(pod).owner == owner
 
     @pytest.mark.parametrize(
         ("value", "keep", "unclear"),

@@ -23,6 +23,11 @@ async def get_now(queue: WorkQueue[str]) -> str:
         return await queue.get()
 
 
+async def nothing_within(queue: WorkQueue[str], seconds: float = 100) -> None:
+    with pytest.raises(TimeoutError), anyio.fail_after(seconds):
+        await queue.get()
+
+
 async def test_a_key_is_queued_once_and_handed_out_at_once() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.done("nope")  # unknown: ignored
@@ -31,66 +36,42 @@ async def test_a_key_is_queued_once_and_handed_out_at_once() -> None:
     queue.done("a")  # not processing yet: stays queued
     assert len(queue) == 1
     assert await get_now(queue) == "a"
-    assert queue.depth == 0
-    assert queue.processing == 1
+    assert (queue.depth, queue.processing) == (0, 1)
     queue.done("a")
     assert queue.processing == 0
-    with pytest.raises(TimeoutError), anyio.fail_after(100):
-        await queue.get()
+    await nothing_within(queue)
 
 
-async def test_due_order_not_insertion_order() -> None:
+async def test_keys_come_in_due_order_and_the_earliest_due_time_wins() -> None:
     queue: WorkQueue[str] = WorkQueue()
     start = now()
     queue.add("late", 20)
-    queue.add("early", 10)
+    queue.add("early", 60)
+    queue.add("early", 10)  # earlier: moves the key
+    queue.add("early", 40)  # later: the earlier due time stays
     queue.add("now")
     queue.add("also-now")
-    assert queue.due_at("late") == start + 20
+    assert (queue.due_at("late"), queue.due_at("early")) == (start + 20, start + 10)
     got = [await queue.get() for _ in range(4)]
     assert got == ["now", "also-now", "early", "late"]
     assert now() - start == pytest.approx(20)
+    for key in got:
+        queue.done(key)
+    await nothing_within(queue)  # the superseded entries must not resurface
 
 
-async def test_earlier_readd_moves_key_earlier_later_keeps_earlier() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    start = now()
-    queue.add("a", 60)
-    queue.add("a", 10)
-    queue.add("a", 40)
-    assert queue.due_at("a") == start + 10
-    assert len(queue) == 1
-    assert await queue.get() == "a"
-    assert now() - start == pytest.approx(10)
-    queue.done("a")
-    with pytest.raises(TimeoutError), anyio.fail_after(100):
-        await queue.get()  # the superseded 60 s entry must not resurface
-
-
-async def test_readd_while_processing_comes_back_after_done() -> None:
+async def test_a_key_added_while_processing_comes_back_after_done_with_its_delay() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add("a")
     assert await get_now(queue) == "a"
-    queue.add("a")
-    queue.add("a", 5)
-    assert queue.depth == 1
-    assert "a" in queue
-    with pytest.raises(TimeoutError), anyio.fail_after(100):
-        await queue.get()  # still processing: never handed out twice
-    queue.done("a")
-    assert await get_now(queue) == "a"
-
-
-async def test_dirty_readd_keeps_its_delay() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    queue.add("a")
-    await get_now(queue)
     queue.add("a", 10)
     queue.add("a", 20)
+    assert (queue.depth, "a" in queue) == (1, True)
+    await nothing_within(queue, 5)  # still processing: never handed out twice
     start = now()
     queue.done("a")
     assert await queue.get() == "a"
-    assert now() - start == pytest.approx(10)
+    assert now() - start == pytest.approx(5)  # 10 s after it was added
 
 
 async def test_discard_removes_waiting_and_dirty() -> None:
@@ -99,9 +80,7 @@ async def test_discard_removes_waiting_and_dirty() -> None:
     queue.add("kept", 10)
     queue.discard("gone")
     queue.discard("never-added")
-    assert len(queue) == 1
-    assert "gone" not in queue
-    assert queue.due_at("gone") is None
+    assert (len(queue), "gone" in queue, queue.due_at("gone")) == (1, False, None)
     start = now()
     assert await queue.get() == "kept"
     assert now() - start == pytest.approx(10)
@@ -133,23 +112,17 @@ async def test_waiter_wakes_for_an_earlier_key() -> None:
     assert got == [("early", pytest.approx(6))]
 
 
-async def test_cancelled_get_loses_nothing() -> None:
+async def test_a_cancelled_get_loses_nothing_and_its_wake_up_goes_to_another() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add("a", 10)
     with anyio.move_on_after(5):
         await queue.get()
-    assert len(queue) == 1
-    assert queue.processing == 0
-    assert await queue.get() == "a"
-
-
-async def test_a_wake_up_for_a_cancelled_worker_goes_to_another() -> None:
-    queue: WorkQueue[str] = WorkQueue()
+    assert (len(queue), queue.processing) == (1, 0)
     first = asyncio.create_task(queue.get())
     await anyio.sleep(1)
     second = asyncio.create_task(queue.get())
     await anyio.sleep(1)
-    queue.add("a")  # wakes the first waiter, which is cancelled before it runs
+    queue.add("a")  # due now: wakes the first waiter, which is cancelled before it runs
     first.cancel()
     with anyio.fail_after(5):
         assert await second == "a"
@@ -179,12 +152,7 @@ async def test_every_due_key_reaches_an_idle_worker() -> None:
         queue.add("later", 5)
         await anyio.sleep(30)
         tg.cancel_scope.cancel()
-    assert got == {
-        "a": pytest.approx(1),
-        "b": pytest.approx(1),
-        "c": pytest.approx(1),
-        "later": pytest.approx(11),
-    }
+    assert got == {key: pytest.approx(1) for key in "abc"} | {"later": pytest.approx(11)}
 
 
 async def test_callbacks_report_depth_and_wait() -> None:
@@ -208,7 +176,13 @@ async def test_callbacks_report_depth_and_wait() -> None:
     assert depths[-1] == 1
 
 
-async def test_shutdown_without_drain_wakes_every_waiter() -> None:
+async def test_shutdown_without_drain_wakes_every_waiter_and_cannot_be_undone() -> None:
+    escalated: WorkQueue[str] = WorkQueue()
+    escalated.add("a")
+    escalated.shut_down(drain=True)
+    escalated.shut_down(drain=False)  # drops the due key
+    with pytest.raises(QueueClosed):
+        await escalated.get()
     queue: WorkQueue[str] = WorkQueue()
     queue.add("due-later", 100)
     closed = 0
@@ -225,33 +199,25 @@ async def test_shutdown_without_drain_wakes_every_waiter() -> None:
             tg.start_soon(worker)
         await anyio.sleep(1)
         queue.shut_down(drain=False)
-    assert closed == 3
+    assert (closed, queue.closed) == (3, True)
     assert now() - start == pytest.approx(1)
     queue.add("x")  # ignored once closed
+    queue.shut_down(drain=True)  # cannot un-escalate
     with pytest.raises(QueueClosed):
         await queue.get()
 
 
-async def test_drain_hands_out_due_keys_then_closes() -> None:
+async def test_drain_hands_out_what_is_due_then_closes() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add("a")
     queue.add("b")
     queue.add("later", 10)
+    assert await get_now(queue) == "a"
+    queue.add("a")  # re-added while processing, due now: waited for
     queue.shut_down(drain=True)
     start = now()
-    assert {await get_now(queue), await get_now(queue)} == {"a", "b"}
-    with pytest.raises(QueueClosed):
-        await queue.get()
-    assert now() == start
-    assert len(queue) == 1  # not due: left for the next instance
-
-
-async def test_drain_waits_for_due_dirty_readd() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    queue.add("a")
-    assert await get_now(queue) == "a"
-    queue.add("a")  # re-added while processing, due now
-    queue.shut_down(drain=True)
+    assert await get_now(queue) == "b"
+    queue.done("b")
     got: list[str] = []
 
     async def worker() -> None:
@@ -263,32 +229,12 @@ async def test_drain_waits_for_due_dirty_readd() -> None:
         assert got == []
         queue.done("a")
     assert got == ["a"]
+    queue.add("a", 30)  # a retry later: not due during the drain
     queue.done("a")
     with pytest.raises(QueueClosed):
         await queue.get()
-
-
-async def test_drain_closes_when_processing_ends_without_readd() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    queue.add("a")
-    await get_now(queue)
-    queue.add("a", 30)  # retry later: not due during the drain
-    queue.shut_down(drain=True)
-    with pytest.raises(QueueClosed):
-        await queue.get()
-
-
-async def test_shutdown_escalation() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    queue.add("a")
-    queue.shut_down(drain=True)
-    queue.shut_down(drain=False)  # drops the due key
-    assert queue.closed
-    with pytest.raises(QueueClosed):
-        await queue.get()
-    queue.shut_down(drain=True)  # cannot un-escalate
-    with pytest.raises(QueueClosed):
-        await queue.get()
+    assert now() - start == pytest.approx(1)
+    assert len(queue) == 2  # not due: left for the next instance
 
 
 async def test_workers_never_share_a_key() -> None:
@@ -327,8 +273,7 @@ async def test_workers_never_share_a_key() -> None:
         tg.start_soon(producer)
     assert overlap == []
     assert all(count > 0 for count in handled.values())
-    assert queue.processing == 0
-    assert len(queue) == 0
+    assert (queue.processing, len(queue)) == (0, 0)
 
 
 async def test_discarded_keys_leave_no_memory_behind() -> None:
@@ -344,8 +289,7 @@ async def test_discarded_keys_leave_no_memory_behind() -> None:
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert len(queue) == 0
-    assert queue.retrying == 0
+    assert (len(queue), queue.retrying) == (0, 0)
     # Kept garbage would be about 100 bytes per key: 2 MB here.
     assert grown < 200_000
     queue.add(7, 1)
@@ -364,48 +308,21 @@ async def test_failures_back_off_per_key_until_forgotten() -> None:
         queue.add_rate_limited("flaky")
         assert await queue.get() == "flaky"
         waits.append(now() - start)
+        queue.add_rate_limited("other")  # its own backoff: at its first delay
+        assert queue.due_at("other") == pytest.approx(now() + 1)
+        queue.discard("other")  # gone: its failures are forgotten with it
         queue.done("flaky")
     assert waits == pytest.approx([1, 2, 4, 8, 8])
-    assert queue.num_requeues("flaky") == 5
-    assert queue.num_requeues("other") == 0
+    assert (queue.num_requeues("flaky"), queue.num_requeues("other")) == (5, 0)
     queue.forget("flaky")  # it finally worked
-    assert queue.num_requeues("flaky") == 0
-    assert queue.retrying == 0
+    assert (queue.num_requeues("flaky"), queue.retrying) == (0, 0)
     start = now()
     queue.add_rate_limited("flaky")
     assert await queue.get() == "flaky"
     assert now() - start == pytest.approx(1)
-
-
-async def test_each_key_has_its_own_backoff() -> None:
-    queue: WorkQueue[str] = WorkQueue(backoff=fixed_backoff)
-    for _ in range(3):
-        queue.add_rate_limited("a")
-    queue.add_rate_limited("b")
-    assert (queue.num_requeues("a"), queue.num_requeues("b")) == (3, 1)
-    # "a" is still due at its first delay: an earlier due time always wins.
-    assert queue.due_at("a") == pytest.approx(now() + 1)
+    queue.add_rate_limited("flaky")  # failed while processing: back after done
+    queue.add_rate_limited("flaky")  # an earlier due time always wins
     start = now()
-    assert {await queue.get(), await queue.get()} == {"a", "b"}
-    assert now() - start == pytest.approx(1)
-
-
-async def test_a_failure_while_processing_comes_back_after_done() -> None:
-    queue: WorkQueue[str] = WorkQueue(backoff=fixed_backoff)
-    queue.add("a")
-    assert await get_now(queue) == "a"
-    queue.add_rate_limited("a")
-    assert queue.num_requeues("a") == 1
-    start = now()
-    queue.done("a")
-    assert await queue.get() == "a"
-    assert now() - start == pytest.approx(1)
-
-
-async def test_discard_forgets_the_failures_of_a_gone_key() -> None:
-    queue: WorkQueue[str] = WorkQueue(backoff=fixed_backoff)
-    queue.add_rate_limited("gone")
-    queue.add_rate_limited("gone")
-    queue.discard("gone")
-    assert queue.num_requeues("gone") == 0
-    assert "gone" not in queue
+    queue.done("flaky")
+    assert await queue.get() == "flaky"
+    assert now() - start == pytest.approx(2)

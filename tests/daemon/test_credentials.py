@@ -30,7 +30,6 @@ from zombied.kube import ApiError, Kind, Request, open_kube
 from kubesim import Simulator
 from kubesim.rbac import ALLOW_ALL
 from tests.daemon.conftest import ConfigFactory, captured_logs
-from tests.daemon.pods import zombie
 from tests.helpers import eventually
 
 #: Prints the token in ``token`` beside it, with ``expiry`` (if any) as its
@@ -128,27 +127,33 @@ def unauthorized(sim: Simulator) -> int:
     return sum(1 for request in sim.requests if request.status == 401)
 
 
-@pytest.mark.parametrize("expires_in", [None, 3600.0], ids=["no-expiry", "long-expiry"])
-async def test_a_rejected_exec_token_is_replaced_by_running_the_plugin_again(
-    sim: Simulator,
-    config: ConfigFactory,
-    plugin: Plugin,
-    exec_kubeconfig: Path,
-    expires_in: float | None,
+@pytest.mark.parametrize("source", ["exec", "exec-long-expiry", "token-file"])
+async def test_a_rejected_token_is_replaced_by_reading_its_source_again(
+    sim: Simulator, plugin: Plugin, exec_kubeconfig: Path, tmp_path: Path, source: str
 ) -> None:
-    first = sim.add_token("zombied", ALLOW_ALL)
-    plugin.hand_out(first, expires_in=expires_in)
-    sim.store.create("pods", zombie("before"))
+    first, second = (sim.add_token("zombied", ALLOW_ALL) for _ in range(2))
+    token_file = tmp_path / "token"
+    expires_in = 3600.0 if source == "exec-long-expiry" else None
+    if source == "token-file":
+        token_file.write_text(first, encoding="utf-8")
+        kubeconfig = kubeconfig_with(sim, tmp_path / "kubeconfig", {"tokenFile": str(token_file)})
+    else:
+        plugin.hand_out(first, expires_in=expires_in)
+        kubeconfig = exec_kubeconfig
+    request = Request("list", "pods", "team-a")
     with captured_logs() as logs:
-        async with Daemon(config(kubeconfig=str(exec_kubeconfig))) as daemon:
-            await eventually(lambda: sim.store.get("pods", "team-a", "before") is None)
-            # The token expires on the server before its holder expected it to.
-            plugin.hand_out(sim.add_token("zombied", ALLOW_ALL), expires_in=expires_in)
+        async with open_kube(str(kubeconfig)) as kube:
+            await kube.request(request, timeout=10)
+            # The token expires on the server before its holder expected it to; the
+            # kubelet rotates a projected service-account token in its file.
+            if source == "token-file":
+                token_file.write_text(second, encoding="utf-8")
+            else:
+                plugin.hand_out(second, expires_in=expires_in)
             sim.authorizer.revoke(first)
-            sim.store.create("pods", zombie("after"))
-            await eventually(lambda: sim.store.get("pods", "team-a", "after") is None)
-            assert daemon.ready()
-    assert plugin.runs == 2
+            await kube.request(request, timeout=10)
+    assert unauthorized(sim) == 1
+    assert plugin.runs == (0 if source == "token-file" else 2)
     assert not [entry for entry in logs if entry["event"] in ("api.forbidden", "api.unauthorized")]
 
 
@@ -172,24 +177,6 @@ async def test_an_exec_token_is_replaced_before_it_expires(
         sim.authorizer.revoke(first)
         await kube.request(request, timeout=10)
     assert unauthorized(sim) == 0
-
-
-async def test_a_token_file_is_read_again_after_a_401(
-    sim: Simulator, config: ConfigFactory, tmp_path: Path
-) -> None:
-    token_file = tmp_path / "token"
-    first = sim.add_token("zombied", ALLOW_ALL)
-    token_file.write_text(first, encoding="utf-8")
-    kubeconfig = kubeconfig_with(sim, tmp_path / "kubeconfig", {"tokenFile": str(token_file)})
-    sim.store.create("pods", zombie("before"))
-    async with Daemon(config(kubeconfig=str(kubeconfig))) as daemon:
-        await eventually(lambda: sim.store.get("pods", "team-a", "before") is None)
-        # As the kubelet rotates a projected service-account token: a new file content.
-        token_file.write_text(sim.add_token("zombied", ALLOW_ALL), encoding="utf-8")
-        sim.authorizer.revoke(first)
-        sim.store.create("pods", zombie("after"))
-        await eventually(lambda: sim.store.get("pods", "team-a", "after") is None)
-        assert daemon.ready()
 
 
 @pytest.mark.looptime

@@ -68,19 +68,17 @@ async def proxy() -> AsyncIterator[RecordingProxy]:
         yield running
 
 
-def test_user_agent_names_zombied_platform_and_client() -> None:
-    assert re.fullmatch(
-        r"zombied/\S+ \((linux|darwin)/[a-z0-9_]+\) kubernetes_asyncio/\d+\.\d+\.\d+",
-        user_agent(),
-    )
-
-
+@pytest.mark.parametrize("no_proxy", [None, "127.0.0.1"])
 async def test_every_request_carries_the_user_agent_and_honours_http_proxy(
-    sim: Simulator, kubeconfig: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+    sim: Simulator,
+    kubeconfig: Path,
+    proxy: RecordingProxy,
+    monkeypatch: pytest.MonkeyPatch,
+    no_proxy: str | None,
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
-    monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("NO_PROXY", no_proxy or "")
     snapshot = parse_pod(sim.store.create("pods", zombie("z")))
     async with open_kube(str(kubeconfig)) as kube:
         await kube.request(Request("list", "pods", "team-a"), timeout=10)
@@ -90,23 +88,19 @@ async def test_every_request_carries_the_user_agent_and_honours_http_proxy(
         ) as lines:
             await lines.read()
         assert (await Reaper(kube).delete(snapshot, "node-shutdown")).outcome == "deleted"
+    if no_proxy:  # the API server is excluded
+        assert (proxy.seen, len(sim.requests)) == ([], 3)
+        return
     assert [(method, path) for method, path, _ in proxy.seen] == [
         ("GET", "/api/v1/namespaces/team-a/pods"),
         ("GET", "/api/v1/namespaces/team-a/pods"),
         ("DELETE", "/api/v1/namespaces/team-a/pods/z"),
     ]
-    assert {agent for _, _, agent in proxy.seen} == {user_agent()}
-
-
-async def test_no_proxy_excludes_the_api_server(
-    sim: Simulator, kubeconfig: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HTTP_PROXY", proxy.url)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    async with open_kube(str(kubeconfig)) as kube:
-        await kube.request(Request("list", "pods", "team-a"), timeout=10)
-    assert proxy.seen == []
-    assert any(r.verb == "list" for r in sim.requests)
+    (agent,) = {agent for _, _, agent in proxy.seen}
+    assert agent == user_agent()
+    assert re.fullmatch(
+        r"zombied/\S+ \((linux|darwin)/[a-z0-9_]+\) kubernetes_asyncio/\d+\.\d+\.\d+", agent
+    )
 
 
 async def test_a_netrc_entry_for_the_api_server_is_not_read(

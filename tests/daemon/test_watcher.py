@@ -3,15 +3,10 @@ against a scripted server on loop time (silent streams, bookmarks, Retry-After).
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs
 
-import anyio
 import pytest
 from structlog.testing import capture_logs
 from zombied.backoff import Backoff
@@ -25,13 +20,13 @@ from zombied.watch import (
     TERMINAL_FIELD_SELECTOR,
     UNHEARD_TIMEOUT,
     Scope,
-    Watcher,
 )
 
 from kubesim import PolicyRule, Simulator
 from kubesim.requestlog import RequestRecord
 from tests.daemon.conftest import watching
 from tests.daemon.pods import pod, zombie
+from tests.daemon.scripted import HANG, ScriptedApi, bookmark, scripted
 from tests.helpers import eventually
 
 RULES = RuleSet((Rule("node-shutdown", 0.0),))
@@ -138,72 +133,12 @@ async def test_a_refused_watch_is_unsynced_until_a_watch_works_again(
 
 # -- a watch against a scripted server, on loop time --------------------------------------
 
-#: A script step: seconds of loop time to wait, then a line to send (b"": end the
-#: watch), or `HANG` to go silent for good, or an ApiError to fail with.
-HANG = object()
-Step = tuple[float, object]
-
-
-def bookmark(rv: int) -> bytes:
-    return (
-        json.dumps(
-            {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(rv)}}}
-        ).encode()
-        + b"\n"
-    )
-
-
-class ScriptedApi:
-    """The LIST answers at once; each WATCH plays the next script (the last one again)."""
-
-    def __init__(self, *watches: list[Step]) -> None:
-        self.watches = list(watches)
-        self.opened: list[tuple[float, dict[str, str | int]]] = []
-        self.lists = 0
-
-    async def request(self, request: Request, **_options: Any) -> Any:
-        self.lists += 1
-        return {"metadata": {"resourceVersion": "1"}, "items": []}
-
-    @asynccontextmanager
-    async def stream(
-        self,
-        request: Request,
-        *,
-        query: Any,
-        timeout: float,  # noqa: ASYNC109 - the signature of Kube.stream
-    ) -> AsyncIterator[Any]:
-        script = iter(self.watches[min(len(self.opened), len(self.watches) - 1)])
-        self.opened.append((anyio.current_time(), dict(query)))
-
-        class Lines:
-            async def readline(self) -> bytes:
-                wait, then = next(script, (0.0, b""))
-                await anyio.sleep(wait)
-                if then is HANG:
-                    await anyio.sleep_forever()
-                if isinstance(then, ApiError):
-                    raise then
-                assert isinstance(then, bytes)
-                return then
-
-        yield Lines()
-
-
-@asynccontextmanager
-async def scripted(api: ScriptedApi, **options: Any) -> AsyncIterator[Watcher]:
-    watcher = Watcher(api, Scope(None), PodCache(RULES, WorkQueue()), **options)  # type: ignore[arg-type]
-    async with anyio.create_task_group() as tg:
-        await tg.start(watcher.run)
-        yield watcher
-        tg.cancel_scope.cancel()
-
 
 @pytest.mark.looptime
 async def test_a_silent_stream_of_a_server_without_bookmarks_is_cut_by_the_watchs_end() -> None:
     api = ScriptedApi([(0.0, HANG)], [(0.0, HANG)])
     with capture_logs() as logs:
-        async with scripted(api):
+        async with scripted(api, PodCache(RULES, WorkQueue())):
             await eventually(lambda: len(api.opened) == 2, timeout=3600)
     (opened, query), (reopened, again) = api.opened
     assert int(query["timeoutSeconds"]) <= UNHEARD_TIMEOUT
@@ -217,7 +152,7 @@ async def test_a_silent_stream_of_a_server_without_bookmarks_is_cut_by_the_watch
 async def test_a_server_that_sends_bookmarks_gets_long_watches_and_silence_is_cut_sooner() -> None:
     periodic = [(BOOKMARK_PERIOD, bookmark(2)), (10.0, b"")]  # the server ends it after
     api = ScriptedApi(periodic, [(BOOKMARK_PERIOD, bookmark(3)), (0.0, HANG)], periodic)
-    async with scripted(api) as watcher:
+    async with scripted(api, PodCache(RULES, WorkQueue())) as watcher:
         await eventually(lambda: len(api.opened) == 3, timeout=3600)
     (_, first), (heard_at, second), (cut_at, third) = api.opened
     assert int(first["timeoutSeconds"]) <= UNHEARD_TIMEOUT
@@ -235,7 +170,7 @@ async def test_a_busy_stream_is_never_cut_for_silence_on_loop_time() -> None:
     busy = [(1.0, bookmark(rv)) for rv in range(2, 60)]
     api = ScriptedApi([*busy, (0.0, b"")], [(0.0, HANG)])
     with capture_logs() as logs:
-        async with scripted(api, timeout_min=5, timeout_max=5):
+        async with scripted(api, PodCache(RULES, WorkQueue()), timeout_min=5, timeout_max=5):
             await eventually(lambda: len(api.opened) == 2, timeout=3600)
     assert api.opened[1][0] - api.opened[0][0] >= len(busy)
     assert "watch.inactive" not in [entry["event"] for entry in logs]
@@ -248,6 +183,6 @@ async def test_a_throttled_watch_waits_retry_after_capped_as_the_reaper_does(
 ) -> None:
     throttled = ApiError(Request("watch", "pods"), 429, "TooManyRequests", retry_after=retry_after)
     api = ScriptedApi([(0.0, throttled)], [(0.0, HANG)])
-    async with scripted(api):
+    async with scripted(api, PodCache(RULES, WorkQueue())):
         await eventually(lambda: len(api.opened) == 2, timeout=3600)
     assert api.opened[1][0] - api.opened[0][0] <= MAX_RETRY_AFTER

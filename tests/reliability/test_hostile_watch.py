@@ -1,25 +1,19 @@
-"""Watch streams no simulator sends: hostile, silent, or split anywhere.
+"""Watch streams no simulator sends: hostile lines, ERROR events, silence.
 
-A tiny aiohttp server serves a hand-written LIST and WATCH to the real `Watcher` over
-the real `Kube` client: malformed JSON, unknown event types, objects without metadata
-or status, wrong types, invalid UTF-8, ERROR events with unexpected codes, a stream that
-goes silent without ending, events cut into arbitrary chunks. Every bad line is a logged
-skip, never a dead watch.
+A scripted pods API plays hand-written streams to the real `Watcher` on loop time:
+malformed JSON, unknown event types, objects without metadata or status, wrong types,
+invalid UTF-8, ERROR events with unexpected codes, a stream that goes silent without
+ending. Every bad line is a logged skip, never a dead watch. Lines a real API server
+can carry but zombied cannot use go through the simulator and the real client.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-import yaml
-from aiohttp import web
 from structlog.testing import capture_logs
 from zombied.backoff import Backoff
 from zombied.cache import PodCache
@@ -28,7 +22,8 @@ from zombied.rules import Rule, RuleSet
 
 from kubesim import Simulator
 from tests.daemon import pods
-from tests.daemon.conftest import watching as daemon_watching
+from tests.daemon.conftest import watching
+from tests.daemon.scripted import HANG, ScriptedApi, event, scripted
 from tests.helpers import eventually
 
 RULES = RuleSet((Rule("node-shutdown", 0.0),))
@@ -38,10 +33,6 @@ def zombie(name: str, rv: int, **extra_meta: Any) -> dict[str, Any]:
     obj = pods.zombie(name)
     obj["metadata"].update(uid=f"uid-{name}", resourceVersion=str(rv), **extra_meta)
     return obj
-
-
-def event(kind: str, obj: object) -> bytes:
-    return json.dumps({"type": kind, "object": obj}).encode()
 
 
 def status(code: object, reason: str = "Weird") -> dict[str, Any]:
@@ -92,142 +83,41 @@ HOSTILE: list[bytes] = [
         },
     ),
 ]
-#: A stream that sends nothing more and never ends: only the inactivity guard cuts it.
-SILENCE = b""
 
 
-@dataclass
-class Script:
-    """What the stub server sends on each WATCH request, in order: raw lines, or pods
-    (sent as ADDED and listed by every later LIST), in chunks of ``chunk`` bytes if set."""
-
-    streams: list[list[bytes | dict[str, Any]]]
-    chunk: int | None = None
-    listed: dict[str, dict[str, Any]] = field(default_factory=dict)
-    resource_version: str = "100"
-    watches: list[str] = field(default_factory=list)
-    lists: int = 0
-
-
-def build_script() -> tuple[Script, list[str]]:
-    first: list[bytes | dict[str, Any]] = []
+@pytest.mark.looptime
+async def test_hostile_lines_are_skipped_and_the_watch_goes_on() -> None:
+    first: list[Any] = []
     for i, line in enumerate(HOSTILE):
-        first += [line, zombie(f"good-{i}", 101 + i)]
-    first += [
-        zombie("huge-annotation", 150, annotations={"blob": "x" * (1024 * 1024)}),
-        event("ERROR", status(500, "InternalError")),  # resume from 150
-    ]
-    streams = [
+        first += [line.rstrip(b"\n") + b"\n", zombie(f"good-{i}", 101 + i)]
+    # A finalizer holds this one: it lingers with a deletionTimestamp, no DELETED yet,
+    # and leaves the cache and the queue at once.
+    first += [zombie("good-0", 149, deletionTimestamp="2026-01-01T00:00:00Z")]
+    first += [zombie("end", 150)]
+    first.append(event("ERROR", status(500, "InternalError")))  # resume from 150
+    api = ScriptedApi(
         first,
         # A Status with a code of the wrong type: nothing to act on, resume from 200.
         [zombie("after-500", 200), event("ERROR", status("teapot"))],
         # A 4xx the server will never take back: relist, then watch from the LIST's 201.
         [zombie("after-teapot", 201), event("ERROR", status(418))],
         [zombie("after-418", 202), event("ERROR", {"kind": "NotAStatus"})],
-        [zombie("before-silence", 203), SILENCE],
-        [zombie("after-silence", 204)],
-    ]
-    good = [f"good-{i}" for i in range(len(HOSTILE))] + [
-        "huge-annotation",
-        "after-500",
-        "after-teapot",
-        "after-418",
-        "before-silence",
-        "after-silence",
-    ]
-    return Script(streams), good
-
-
-@asynccontextmanager
-async def stub_server(script: Script, tmp_path: Path) -> AsyncIterator[Path]:
-    """Serve ``script`` as the pods LIST/WATCH; yield a kubeconfig pointing at it."""
-
-    async def pods(request: web.Request) -> web.StreamResponse:
-        if request.query.get("watch") != "true":
-            script.lists += 1
-            return web.json_response(
-                {
-                    "kind": "PodList",
-                    "apiVersion": "v1",
-                    "metadata": {"resourceVersion": script.resource_version},
-                    "items": list(script.listed.values()),
-                }
-            )
-        script.watches.append(request.query.get("resourceVersion", ""))
-        index = len(script.watches) - 1
-        response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await response.prepare(request)
-        lines = script.streams[index] if index < len(script.streams) else [SILENCE]
-        pending = b""
-        for line in lines:
-            if line == SILENCE:
-                with anyio.move_on_after(30):
-                    await anyio.sleep_forever()  # until the client leaves
-            elif isinstance(line, dict):
-                script.listed[line["metadata"]["name"]] = line
-                script.resource_version = line["metadata"]["resourceVersion"]
-                pending += event("ADDED", line) + b"\n"
-            else:
-                pending += line + b"\n"
-            size = script.chunk or len(pending)
-            while len(pending) >= size > 0:
-                await response.write(pending[:size])
-                pending = pending[size:]
-        await response.write(pending)
-        await response.write_eof()
-        return response
-
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_get("/api/v1/pods", pods)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "s", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                    "users": [{"name": "u", "user": {"token": "t"}}],
-                    "contexts": [{"name": "c", "context": {"cluster": "s", "user": "u"}}],
-                    "current-context": "c",
-                }
-            )
-        )
-        yield kubeconfig
-    finally:
-        await runner.cleanup()
-
-
-def watching(kubeconfig: Path, cache: PodCache, **options: Any) -> Any:
-    """The real `Watcher` of every namespace, retrying at once."""
-    backoff = Backoff(initial=0.01, cap=0.02, jitter=0.0)
-    return daemon_watching(kubeconfig, cache, pool_size=4, backoff=backoff, **options)
-
-
-async def test_hostile_lines_are_skipped_and_the_watch_goes_on(tmp_path: Path) -> None:
-    script, good = build_script()
+        # Silence: only the inactivity guard ends this one.
+        [zombie("before-silence", 203), HANG],
+        [zombie("after-silence", 204), HANG],
+    )
+    good = [f"good-{i}" for i in range(1, len(HOSTILE))] + ["end", "after-500", "after-teapot"]
+    good += ["after-418", "before-silence", "after-silence"]
     queue: WorkQueue[str] = WorkQueue()
     cache = PodCache(RULES, queue)
+    backoff = Backoff(initial=0.01, cap=0.02, jitter=0.0)
+    options = {"backoff": backoff, "timeout_min": 1, "timeout_max": 1, "inactivity_margin": 0.5}
     with capture_logs() as logs:
-        async with (
-            stub_server(script, tmp_path) as kubeconfig,
-            # A short watch timeout: the silent stream is cut 1.5 s after it opens.
-            watching(kubeconfig, cache, timeout_min=1, timeout_max=1, inactivity_margin=0.5),
-        ):
-            await eventually(
-                lambda: all(f"team-a/{name}" in cache for name in good),
-                timeout=20,
-                message="every valid pod after a hostile line to be cached",
-            )
+        async with scripted(api, cache, **options):
+            await eventually(lambda: "team-a/after-silence" in cache, timeout=3600)
+    assert sorted(entry.snapshot.name for entry in cache.entries()) == sorted(good)
     assert all(f"team-a/{name}" in queue for name in good)
-    assert not {"no-status", "bad-types", "no-uid", "unknown-type", "no-type"} & {
-        entry.snapshot.name for entry in cache.entries()
-    }
+    assert "team-a/good-0" not in queue
     # One skip per hostile line, naming the pod when there is one.
     skips = [entry for entry in logs if entry["event"] == "watch.skipped"]
     assert len(skips) == len(HOSTILE), skips
@@ -235,28 +125,12 @@ async def test_hostile_lines_are_skipped_and_the_watch_goes_on(tmp_path: Path) -
     assert not_terminal == {"no-status", "bad-types"}
     # Every ERROR Status and the silence ended a stream, and the watch resumed from the
     # last resourceVersion seen; only the 418 made it relist.
-    assert script.watches[:6] == ["100", "150", "200", "201", "202", "203"]
-    assert script.lists == 2
+    resumed = [query["resourceVersion"] for _, query in api.opened]
+    assert resumed == ["1", "150", "200", "201", "202", "203"]
+    assert api.lists == 2
     errors = [entry["code"] for entry in logs if entry["event"] == "watch.error"]
     assert errors[:4] == [500, 0, 418, 0]
     assert any(entry["event"] == "watch.inactive" for entry in logs)
-
-
-async def test_events_split_anywhere_across_chunks_are_read_whole(tmp_path: Path) -> None:
-    names = [f"z{i}" for i in range(4)]
-    # A finalizer holds z0: it lingers with a deletionTimestamp, no DELETED yet, and
-    # leaves the cache and the queue at once.
-    deleting = event("MODIFIED", zombie("z0", 105, deletionTimestamp="2026-01-01T00:00:00Z"))
-    stream = [*(zombie(name, 101 + i) for i, name in enumerate(names)), deleting]
-    script = Script([[*stream, zombie("after", 106)]], chunk=7)
-    queue: WorkQueue[str] = WorkQueue()
-    cache = PodCache(RULES, queue)
-    with capture_logs() as logs:
-        async with stub_server(script, tmp_path) as kubeconfig, watching(kubeconfig, cache):
-            await eventually(lambda: "team-a/after" in cache)
-            assert "team-a/z0" not in queue
-    assert sorted(entry.snapshot.name for entry in cache.entries()) == ["after", "z1", "z2", "z3"]
-    assert not [entry for entry in logs if entry["event"] == "watch.skipped"]
 
 
 def pod_finished_at_the_end_of_time() -> dict[str, Any]:
@@ -270,6 +144,9 @@ def pod_finished_at_the_end_of_time() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("hostile", "warned"),
     [
+        pytest.param(
+            zombie("big", 1, annotations={"blob": "x" * 2**20}), False, id="line-of-a-mebibyte"
+        ),
         pytest.param(
             zombie("huge", 1, annotations={"blob": "x" * 5 * 2**20}),
             True,
@@ -296,5 +173,6 @@ async def test_an_event_zombied_cannot_handle_does_not_end_the_watch(
             sim.store.create("pods", zombie("after", 1))
             await eventually(lambda: "team-a/after" in cache, timeout=10)
             assert watcher.state.alive
-    if warned:
-        assert any(entry["log_level"] == "warning" for entry in logs)
+    # A line too long for the stream's buffer is read by the relist it makes.
+    assert f"team-a/{hostile['metadata']['name']}" in cache
+    assert any(entry["log_level"] == "warning" for entry in logs) is warned

@@ -78,6 +78,35 @@ def _kubelet_stamp(moment: float) -> float:
     return float(math.floor(moment))
 
 
+def _ended(pod: JSONDict, earliest: float, latest: float) -> tuple[float, float]:
+    """When a pod that ended between ``earliest`` and ``latest`` can say it ended, read
+    as design.md reads it: the latest container finishedAt, else the DisruptionTarget or
+    Ready condition, else the kubelet's status write. A kubelet's own writes (replayed
+    from the recorded corpus) can date the end a little before the moment it wrote them."""
+    status = pod.get("status") or {}
+    containers = [
+        ((entry.get("state") or {}).get("terminated") or {}).get("finishedAt")
+        for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
+        for entry in status.get(key) or ()
+    ]
+    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+    turned = [
+        conditions.get(kind, {}).get("lastTransitionTime")
+        for kind, value in (("DisruptionTarget", "True"), ("Ready", "False"))
+        if conditions.get(kind, {}).get("status") == value
+    ]
+    writes = [
+        entry.get("time")
+        for entry in pod["metadata"].get("managedFields") or ()
+        if entry.get("manager") == "kubelet"
+    ]
+    for stamps in (containers, turned[:1], writes):
+        times = [datetime.fromisoformat(t).timestamp() for t in stamps if isinstance(t, str)]
+        if times:
+            return min(earliest, _kubelet_stamp(max(times))), latest
+    return earliest, latest
+
+
 @dataclass
 class PodModel:
     """What the driver did to one pod (one uid)."""
@@ -324,7 +353,7 @@ class World:
         model = self._model(updated)
         model.kind = kind
         stamp = _kubelet_stamp(now.timestamp())
-        model.ended = (stamp, stamp)
+        model.ended = _ended(updated, stamp, stamp)
         if self.oracle.due(model) is not None:
             self.figures.zombies += 1
         return updated
@@ -347,14 +376,16 @@ class World:
         # The simulated kubelet reads its own clock in between.
         ended = (_kubelet_stamp(before), _kubelet_stamp(time.time()))
         for ref in result.zombies:
+            current = self.sim.store.get("pods", ref.namespace, ref.name)
+            if current is not None and current["metadata"]["uid"] != ref.uid:
+                current = None  # replaced already
             model = self.models.get(ref.uid)
             if model is None:
-                current = self.sim.store.get("pods", ref.namespace, ref.name)
                 if current is None:
                     continue
                 model = self._model(current)
             model.kind = "shutdown-succeeded" if variant == "succeeded" else "shutdown"
-            model.ended = ended
+            model.ended = ended if current is None else _ended(current, *ended)
             if self.oracle.due(model) is not None:
                 self.figures.zombies += 1
         for ref in result.replacements:

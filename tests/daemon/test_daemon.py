@@ -106,32 +106,6 @@ async def test_watches_one_scope_per_namespace(sim: Simulator, config: ConfigFac
     assert paths == {"/api/v1/namespaces/team-a/pods", "/api/v1/namespaces/team-b/pods"}
 
 
-async def test_no_zombie_lost_to_faults(sim: Simulator, config: ConfigFactory) -> None:
-    names = [f"w{i}" for i in range(30)]
-    for name in names:
-        sim.store.create("pods", pod(name, node="spot-1"))
-    sim.faults.add_error("list", "pods", status=500, count=1)
-    with captured_logs() as logs:
-        async with Daemon(config(watch_timeout_min=1.0, watch_timeout_max=2.0)) as daemon:
-            await eventually(daemon.ready)
-            sim.faults.add_error("delete", "pods", status=503, count=8)
-            sim.faults.add_error("delete", "pods", status=429, retry_after=0.2, count=8)
-            sim.faults.add_error("watch", "pods", status=500, count=3)
-            sim.faults.cut_watches_every(0.3)
-            preempt(sim, "spot-1", names[:10])
-            sim.compact()
-            preempt(sim, "spot-1", names[10:20])
-            sim.faults.cut_watches()
-            preempt(sim, "spot-1", names[20:])
-            sim.compact()
-            await eventually(lambda: len(deleted_names(sim)) == 30, timeout=60)
-            sim.faults.clear()
-            await eventually(lambda: settled(daemon) and daemon.healthy(), timeout=30)
-    assert deleted_names(sim) == sorted(f"team-a/{name}" for name in names)
-    errors = {(e["verb"], e["code"]) for e in logs if e["event"] == "watch.error"}
-    assert {("list", 500), ("watch", 500)} <= errors
-
-
 async def test_a_forbidden_delete_makes_readiness_false(
     sim: Simulator, config: ConfigFactory, tmp_path: Path
 ) -> None:

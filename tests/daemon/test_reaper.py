@@ -8,6 +8,8 @@ from typing import Any
 
 import anyio
 import pytest
+from prometheus_client import REGISTRY
+from zombied import metrics
 from zombied.cache import PodCache
 from zombied.config import DryRun
 from zombied.events import EventRecorder
@@ -92,16 +94,21 @@ async def test_a_pod_changed_or_replaced_since_it_was_judged_survives(
     assert [entry["event"] for entry in logs] == ["pod.conflict"]
 
 
+def dry_runs() -> float:
+    labels = {"rule": "node-shutdown", "outcome": "dry_run"}
+    return REGISTRY.get_sample_value("zombied_pods_reaped_total", labels) or 0.0
+
+
 @pytest.mark.parametrize("mode", [DryRun.CLIENT, DryRun.SERVER])
 async def test_a_dry_run_deletes_nothing(sim: Simulator, kubeconfig: Path, mode: DryRun) -> None:
     snapshot = parse_pod(sim.store.create("pods", zombie("dry")))
-    answers = Answers()
+    before = dry_runs()
     async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
-        reaper = Reaper(api, dry_run=mode, events=events, on_answer=answers)
+        reaper = Reaper(api, dry_run=mode, events=events, on_answer=metrics.delete_answered)
         with captured_logs() as logs:
             assert (await reaper.delete(snapshot, "node-shutdown")).outcome == "dry_run"
     assert sim.store.get("pods", "team-a", "dry") is not None
-    assert answers == [("node-shutdown", "dry_run", 200)]
+    assert dry_runs() == before + 1
     # Server: dryRun travels in the body (beside a body, a query option would be ignored).
     assert [record.dry_run for record in sim.deleted] == ([True] if mode is DryRun.SERVER else [])
     assert {r.query for r in sim.requests if r.verb == "delete"} <= {""}

@@ -4,12 +4,12 @@ kubectl finds the ``kubectl-zombies`` console script on PATH (the virtualenv's b
 directory is put first) and runs it with the arguments after ``zombies``; the plugin
 must then behave as kubectl users expect: the context's namespace by default, ``-n``,
 ``-A``, ``--context``, ``--kubeconfig`` or ``$KUBECONFIG``, ``-l``, ``-o`` and
-``--no-headers``, ``explain`` on one pod, and never a delete.
+``--no-headers``, and never a delete. What the plugin's arguments mean to zombied is
+test_translate's; what zombied prints, tests/daemon's.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -105,32 +105,3 @@ async def test_bad_options_exit_2_with_one_line_and_it_never_deletes(cluster: Cl
     code, out, err = await kubectl("-n", "team-a", "--delete", kubeconfig=cluster.kubeconfig)
     assert (code, out, err.startswith("kubectl zombies: error: --delete: ")) == (2, "", True)
     assert cluster.sim.store.get("pods", "team-a", "api-2") is not None
-
-
-async def test_explain_a_pod_by_namespace_and_name(cluster: Cluster) -> None:
-    code, out, err = await kubectl(
-        "explain", "team-a/api-2", "-o", "json", kubeconfig=cluster.kubeconfig
-    )
-    assert code == 0, err
-    by_slash = json.loads(out)
-    assert by_slash["pod"]["name"] == "api-2"
-    # The context's namespace, from $KUBECONFIG, and YAML mirroring the JSON.
-    env = {"KUBECONFIG": str(cluster.kubeconfig)}
-    code, out, err = await kubectl("explain", "api-2", "--context=team", "-o", "yaml", env=env)
-    assert code == 0, err
-    as_yaml = yaml.safe_load(out)
-    assert as_yaml.pop("now")
-    assert by_slash.pop("now")
-    assert as_yaml == by_slash
-    code, _, err = await kubectl("explain", "missing", kubeconfig=cluster.kubeconfig)
-    assert code == 1
-    assert "pod default/missing not found" in err
-
-
-async def test_zombied_scan_takes_the_same_namespace(cluster: Cluster) -> None:
-    for context in ((), ("--context", "team")):
-        code, by_plugin, err = await kubectl(*context, "-o", "name", kubeconfig=cluster.kubeconfig)
-        assert code == 0, err
-        argv = [str(BIN / "zombied"), "scan", *context, "-o", "name"]
-        direct = await anyio.run_process([*argv, f"--kubeconfig={cluster.kubeconfig}"])
-        assert direct.stdout.decode() == by_plugin != ""

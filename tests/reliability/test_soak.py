@@ -28,11 +28,11 @@ from zombied.rules import Rule, RuleSet
 from kubesim import Simulator
 from tests.daemon.test_cli import Running, zombied_run
 from tests.helpers import eventually
-from tests.reliability.live import LIVENESS_BOUND
 from tests.reliability.world import (
     ENDINGS,
     EXCLUDED_NAMESPACES,
     LABEL_SELECTOR,
+    LIVENESS_BOUND,
     SHUTDOWNS,
     World,
 )

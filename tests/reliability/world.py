@@ -41,6 +41,9 @@ EXCLUDED_NAMESPACES = ("kube-system",)
 #: zombied runs with this label selector; pods labelled tier=precious are out of scope.
 LABEL_SELECTOR = "tier!=precious"
 OWNER_KINDS = ("ReplicaSet", "StatefulSet", "Job", "DaemonSet", None)
+#: Once faults stop, every due zombie must be gone within this many seconds: the
+#: watch backoff cap (30 s) is the longest zombied may legitimately wait.
+LIVENESS_BOUND = 45.0
 
 #: How a pod can end, as (model kind, builder). Node-shutdown variants per kubelet version.
 SHUTDOWNS = (

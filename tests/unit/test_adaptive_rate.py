@@ -11,39 +11,27 @@ from hypothesis import strategies as st
 from zombied.ratelimit import MAX_RETRY_AFTER, RETRY_JITTER, AdaptiveRate, retry_delay
 
 
-def test_pushback_halves_the_rate_at_once() -> None:
-    pace = AdaptiveRate(20, floor=1, decrease=0.5, increase=2, interval=1)
-    assert pace.throttled(now=10.0, sent_at=9.9)
-    assert pace.rate(10.0) == 10
-    assert pace.throttled(now=10.5, sent_at=10.2)
-    assert pace.rate(10.5) == 5
-
-
-def test_answers_to_requests_sent_before_the_cut_do_not_cut_again() -> None:
-    pace = AdaptiveRate(20, floor=1, decrease=0.5, increase=2, interval=1)
-    pace.throttled(now=10.0, sent_at=9.9)
-    for answered in (10.01, 10.02, 10.03):
-        assert not pace.throttled(now=answered, sent_at=9.95)
-    assert pace.rate(10.03) == 10
-    assert pace.cuts == 1
-
-
-def test_quiet_time_adds_back_one_step_per_interval_up_to_the_ceiling() -> None:
+def test_pushback_cuts_once_per_burst_and_quiet_time_adds_back() -> None:
     pace = AdaptiveRate(20, floor=1, decrease=0.5, increase=2, interval=1)
     assert pace.rate(0.0) == 20
-    pace.throttled(now=0.0, sent_at=0.0)
-    assert [pace.rate(t) for t in (0.5, 1.0, 2.5, 3.0)] == [10, 12, 14, 16]
-    assert pace.rate(5.0) == 20
-    assert pace.rate(500.0) == 20
+    assert pace.throttled(now=0.0, sent_at=0.0)
+    # Answers to requests sent before the cut do not cut again.
+    assert not any(pace.throttled(now=t, sent_at=-0.05) for t in (0.01, 0.02, 0.03))
+    assert (pace.rate(0.03), pace.cuts) == (10, 1)
+    assert pace.throttled(now=0.5, sent_at=0.2)  # sent after the cut: cuts at once
+    assert pace.rate(0.5) == 5
+    # One step per quiet interval, up to the ceiling.
+    assert [pace.rate(t) for t in (1.0, 1.5, 3.0, 5.0, 500.0)] == [5, 7, 9, 13, 20]
 
 
 def test_default_floor_and_step_scale_with_the_ceiling() -> None:
-    assert AdaptiveRate(50).floor == 5
-    assert AdaptiveRate(50).increase == 10
-    assert AdaptiveRate(50).decrease == 0.7
+    assert (AdaptiveRate(50).floor, AdaptiveRate(50).increase, AdaptiveRate(50).decrease) == (
+        5,
+        10,
+        0.7,
+    )
     # At least one request a second, but never above a tiny ceiling.
-    assert AdaptiveRate(5).floor == 1
-    assert AdaptiveRate(0.5).floor == 0.5
+    assert (AdaptiveRate(5).floor, AdaptiveRate(0.5).floor) == (1, 0.5)
 
 
 @pytest.mark.parametrize(
@@ -63,12 +51,7 @@ def test_invalid(kwargs: dict[str, float]) -> None:
         AdaptiveRate(**kwargs)
 
 
-@given(
-    st.lists(
-        st.tuples(st.floats(0, 5), st.booleans()),
-        max_size=60,
-    )
-)
+@given(st.lists(st.tuples(st.floats(0, 5), st.booleans()), max_size=60))
 def test_rate_stays_between_floor_and_ceiling(steps: list[tuple[float, bool]]) -> None:
     pace = AdaptiveRate(30)
     now = 0.0
@@ -79,16 +62,16 @@ def test_rate_stays_between_floor_and_ceiling(steps: list[tuple[float, bool]]) -
         assert pace.floor <= pace.rate(now) <= pace.ceiling
 
 
-def test_retry_delay_honours_retry_after_with_bounded_jitter() -> None:
-    rng = random.Random(7)
-    delays = [retry_delay(1.0, rng) for _ in range(200)]
-    assert all(1.0 <= d <= 1.0 + RETRY_JITTER for d in delays)
-    assert len({round(d, 3) for d in delays}) > 100  # spread, not lock-step
-
-
 @pytest.mark.parametrize(
     ("retry_after", "delay"),
     [(3600.0, MAX_RETRY_AFTER), (math.inf, MAX_RETRY_AFTER), (0.0, 0), (-1.0, 0), (math.nan, 0)],
 )
 def test_retry_delay_is_bounded_and_nothing_is_immediate(retry_after: float, delay: float) -> None:
     assert retry_delay(retry_after, random.Random(1)) == delay
+
+
+def test_retry_delay_honours_retry_after_with_bounded_jitter() -> None:
+    rng = random.Random(7)
+    delays = [retry_delay(1.0, rng) for _ in range(200)]
+    assert all(1.0 <= d <= 1.0 + RETRY_JITTER for d in delays)
+    assert len({round(d, 3) for d in delays}) > 100  # spread, not lock-step

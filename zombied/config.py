@@ -405,15 +405,17 @@ def _read_argv(command: str, argv: Sequence[str]) -> tuple[dict[str, Any], str |
 
     A flag's value is joined to it first, as kubectl reads them: a flag takes the next
     argument whatever it looks like (``--min-age -1s``), and one with an optional value
-    (``--dry-run``) takes one only after ``=`` (``explain --dry-run NS/POD``)."""
+    (``--dry-run``) only one it accepts (``explain --dry-run NS/POD``)."""
     prog = f"zombied {command}"
     by_spelling = {s: option for option in options_for(command) for s in option.spellings()}
     joined, rest = [], list(argv)
     while rest and (arg := rest.pop(0)) != "--":
         if (option := by_spelling.get(arg)) is not None:
-            if not (rest or option.const):
+            if option.const is not None and not (rest and _accepts(option, rest[0])):
+                rest.insert(0, option.const)
+            elif not rest:
                 raise ConfigError("expected one argument", option=option.flag, source=Source.FLAG)
-            arg = f"{arg}={option.const or rest.pop(0)}"
+            arg = f"{arg}={rest.pop(0)}"
         joined.append(arg)
     rest = ["--", *rest] if rest else []
     given, others = build_parser(command).parse_known_args([*joined, *rest])
@@ -425,6 +427,14 @@ def _read_argv(command: str, argv: Sequence[str]) -> tuple[dict[str, Any], str |
         raise ConfigError(f"unexpected argument {arg!r} for '{prog}' (see '{prog} --help')")
     values = vars(given)
     return values, values.pop("target", None)
+
+
+def _accepts(option: Option, text: str) -> bool:
+    try:
+        _validated({option.name: text}, Source.FLAG)
+    except ConfigError:
+        return False
+    return True
 
 
 def given_options(command: str, argv: Sequence[str]) -> frozenset[str]:

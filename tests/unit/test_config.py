@@ -314,7 +314,8 @@ class TestSources:
             ("run", ("--dry-run", "--qps", "1"), {"dry_run": DryRun.CLIENT}),
             ("run", ("--dry-run=NONE",), {"dry_run": DryRun.OFF}),
             ("run", ("--dry-run=true",), {"dry_run": DryRun.CLIENT}),
-            ("run", ("--leader-elect=no",), {"leader_elect": False}),
+            ("run", ("--leader-elect", "no"), {"leader_elect": False}),
+            ("run", ("--dry-run", "server"), {"dry_run": DryRun.SERVER}),
             ("run", ("--listen", ":9090"), {"listen_host": "0.0.0.0", "listen_port": 9090}),
             ("run", ("--listen", "[::1]:65535"), {"listen_host": "::1", "listen_port": 65535}),
             ("run", ("--qps", "1", "--qps", "2"), {"qps": 2.0}),  # the last flag wins
@@ -335,7 +336,7 @@ class TestSources:
             ("explain", ("team-a/web-0", "--namespace", "team-a"), {"target": ("team-a", "web-0")}),
             # the scope zombied works in does not name the pod's namespace
             ("explain", ("team-a/web-0", "--namespaces", "b"), {"target": ("team-a", "web-0")}),
-            # a flag's optional value follows "=": the next argument is the pod
+            # a flag with an optional value leaves the pod alone
             ("explain", ("--dry-run", "team-a/web-0"), {"target": ("team-a", "web-0")}),
         ],
     )
@@ -472,7 +473,6 @@ class TestErrors:
             ("explain", ("Web_0", "-n", "a"), None),
             ("explain", ("a/b", "c/d"), None),
             ("run", ("stray",), None),
-            ("run", ("--dry-run", "server"), None),  # an optional value only after "="
         ],
     )
     def test_arguments(self, command: str, argv: tuple[str, ...], option: str | None) -> None:

@@ -348,7 +348,7 @@ def _return_replaced(story: Story) -> None:
     if status != 200:
         raise ClusterError(f"deleting node {SPOT}: {status} {body}")
     node.system_reserved = {"cpu": "1"}
-    node.labels = {w.POOL: "spot-2"}
+    node.labels = {**node.labels, w.POOL: "spot-2"}
     _reboot(story, SPOT)
     _wait_reaped(story)
 

@@ -603,8 +603,8 @@ def _read_file(path: str) -> _File:
         loader.dispose()
     if not isinstance(document, dict):
         raise file.error((), "must be a mapping of option names to values")
-    if unknown := next((key for key in document if key not in (*_FILE_KEYS, "rules")), None):
-        raise file.error((unknown,), "unknown key")
+    if unknown := [key for key in document if key not in (*_FILE_KEYS, "rules")]:
+        raise file.error(unknown[:1], "unknown key")
     # Read as its flag would be: YAML's numbers and booleans from their text.
     given = {
         _FILE_KEYS[key]: str(value) if isinstance(value, int | float) else value

@@ -511,7 +511,7 @@ class TestFile:
             ("config: other.yaml\n", "config", 1),
             ("namespace: a\n", "namespace", 1),  # what one command line is about
             ("min_age: 1s\n", "min_age", 1),  # one key style, Kubernetes' own
-            ("1: a\n", "[1]", 1),
+            ("0: a\n", "[0]", 1),  # a key, however falsy, is named
             ("- qps\n", None, 1),
             ("qps: true\n", "qps", 1),
             ("qps: {a: 1}\n", "qps", 1),

@@ -582,7 +582,7 @@ def _read_file(path: str) -> _File:
     file = _File(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, a NUL in the path
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise file.error((), f"cannot read the file: {reason}") from None
     loader = _Loader(text)

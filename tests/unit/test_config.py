@@ -536,7 +536,7 @@ class TestFile:
     def test_unreadable(self, tmp_path: Path) -> None:
         binary = tmp_path / "bad.yaml"
         binary.write_bytes(b"qps: \xff\xfe\n")
-        for path in (str(tmp_path / "missing.yaml"), str(tmp_path), str(binary)):
+        for path in (str(tmp_path / "missing.yaml"), str(tmp_path), str(binary), "a\x00.yaml"):
             assert fault(failure("--config", path)) == (None, Source.FILE, path, None)
 
 

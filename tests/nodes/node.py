@@ -221,7 +221,7 @@ class Node:
         self._wait(self._containerd_up, "containerd")
         # Every boot: the kubelet's image garbage collection may have removed them.
         for archive in self.images:
-            self._ctr("images", "import", "--no-unpack", str(archive))
+            self.import_image(archive)
         self._spawn(
             "relay",
             [
@@ -359,6 +359,7 @@ class Node:
                                         }
                                     ]
                                 ],
+                                "routes": [{"dst": "0.0.0.0/0"}],
                                 "dataDir": str(d / "cni-ipam"),
                             },
                         },
@@ -488,6 +489,10 @@ class Node:
         path = self.log_path(name)
         text = path.read_text(errors="replace").splitlines() if path.exists() else []
         return "\n".join(text[-lines:])
+
+    def import_image(self, archive: Path) -> None:
+        """Import an image archive into the node's containerd; it stays across boots."""
+        self._ctr("images", "import", "--no-unpack", str(archive))
 
     def fetch(self, url: str, timeout: float = 10.0) -> str:
         """GET ``url`` from inside the node's network namespace (a pod's address, the

@@ -148,17 +148,55 @@ class Install:
         ]
         return len(ready) >= count
 
-    def leader(self) -> str | None:
-        """The pod holding the Lease, when a pod of this install does."""
+    def holder(self) -> str | None:
+        """The Lease's holder: a pod's name and a suffix of its process."""
         status, body = self.cluster.request(
             "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/zombied"
         )
-        if status != 200:
-            return None
-        # The identity is the pod's name and a suffix of its own process.
-        holder = str(body.get("spec", {}).get("holderIdentity") or "")
+        return (
+            str(body.get("spec", {}).get("holderIdentity") or "") or None if status == 200 else None
+        )
+
+    def leader(self) -> str | None:
+        """The pod holding the Lease, when a pod of this install does."""
+        holder = self.holder() or ""
         names = (p["metadata"]["name"] for p in self.pods())
         return next((name for name in names if holder.startswith(f"{name}-")), None)
+
+    def pod(self, name: str) -> dict[str, Any]:
+        status, body = self.cluster.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+        if status != 200:
+            raise ClusterError(f"GET pod {name}: {status} {body}")
+        return dict(body)
+
+    def restarts(self, name: str) -> int:
+        statuses = self.pod(name).get("status", {}).get("containerStatuses", [])
+        return sum(int(c.get("restartCount", 0)) for c in statuses)
+
+    def signal(self, name: str, signal: str) -> None:
+        """Send ``signal`` to zombied's process in pod ``name``, as the node's runtime
+        would (``ctr tasks kill``)."""
+        (container,) = self.pod(name)["status"]["containerStatuses"]
+        self.cluster.nodes[STABLE].ctr(
+            "tasks",
+            "kill",
+            f"--signal={signal}",
+            container["containerID"].removeprefix("containerd://"),
+        )
+
+    def serving(self, name: str) -> bool:
+        """Whether the metrics Service sends traffic to pod ``name`` (a ready address)."""
+        status, body = self.cluster.request(
+            "GET", f"/api/v1/namespaces/{NAMESPACE}/endpoints/{RELEASE}-metrics"
+        )
+        if status != 200:
+            return False
+        ready = {
+            address.get("targetRef", {}).get("name")
+            for subset in body.get("subsets") or []
+            for address in subset.get("addresses") or []
+        }
+        return name in ready
 
     def logs(self) -> list[dict[str, Any]]:
         """Every JSON line zombied's containers wrote, by time, from the stable node's

@@ -492,7 +492,7 @@ class Node:
 
     def import_image(self, archive: Path) -> None:
         """Import an image archive into the node's containerd; it stays across boots."""
-        self._ctr("images", "import", "--no-unpack", str(archive))
+        self.ctr("images", "import", "--no-unpack", str(archive))
 
     def fetch(self, url: str, timeout: float = 10.0) -> str:
         """GET ``url`` from inside the node's network namespace (a pod's address, the
@@ -540,7 +540,7 @@ class Node:
         )
         return reply.rsplit('"', 2)[-2] if reply.count('"') >= 2 else reply
 
-    def _ctr(self, *args: str) -> str:
+    def ctr(self, *args: str) -> str:
         return subprocess.run(
             ["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args],
             check=True,
@@ -553,7 +553,7 @@ class Node:
         if not self.containerd_socket.exists():
             return False
         try:
-            self._ctr("version")
+            self.ctr("version")
         except subprocess.CalledProcessError:
             return False
         return True

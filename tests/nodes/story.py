@@ -112,6 +112,8 @@ class Story:
     #: The leader's /metrics at the end, and the Reaped Events in the story's namespace.
     metrics: str = ""
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: What the operator's interventions took, in seconds (see `_operate`).
+    operations: dict[str, float] = field(default_factory=dict)
     #: The leader's (CPU millicores, working set bytes) while it reaps and at the end.
     usage: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: Monotonic and wall clock at one instant, to place audit times on the recorder's.
@@ -148,21 +150,71 @@ def tell(cluster: NodeCluster, workdir: Path, helm: str) -> Story:
     cluster.nodes[STABLE].import_image(archive)
     install = Install(cluster, workdir, image, helm)
     cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-    with PodRecorder(cluster, NAMESPACE) as recorder:
+    with PodRecorder(cluster, NAMESPACE) as recorder, install.collecting():
         story = Story(cluster, workdir, recorder, install=install)
         story.kustomized_s = _kustomize(install)
         started = time.monotonic()
         install.helm_install(helm_values(image))
         install.wait(install.leader, "a leader")
         story.ready_s = time.monotonic() - started
-        with _Viewer(story), install.collecting():
+        with _Viewer(story):
             _shutdown(story)
             _return_and_lose(story)
             _return_replaced(story)
             _disk_pressure(story)
             _observe(story)
+        _operate(story)
         install.helm_uninstall()
     return story
+
+
+def _operate(story: Story) -> None:
+    """What an operator does to zombied after the story: a ``helm upgrade`` that changes
+    an argument; its leader killed; its next leader wedged (SIGSTOP) until the liveness
+    probe restarts it; its RBAC removed, then the stable node drained."""
+    install = story.install
+    assert install is not None
+    before = {p["metadata"]["name"] for p in install.pods()}
+    started = time.monotonic()
+    install.helm_install(
+        helm_values(install.image, extraArgs=[f"--rules={RULES}", "--qps=25"]), upgrade=True
+    )
+    install.wait(lambda: not before & {p["metadata"]["name"] for p in install.pods()}, "new pods")
+    install.wait(install.leader, "a leader after the upgrade")
+    story.operations["upgraded_s"] = time.monotonic() - started
+
+    leader, holder = install.leader(), install.holder()
+    assert leader is not None
+    started = time.monotonic()
+    # Killed outright, it cannot release the Lease: another process leads once it expires.
+    install.signal(leader, "SIGKILL")
+    install.wait(
+        lambda: install.leader() is not None and install.holder() != holder, "another leader"
+    )
+    story.operations["failover_killed_s"] = time.monotonic() - started
+
+    wedged = install.leader()
+    assert wedged is not None
+    restarts = install.restarts(wedged)
+    install.signal(wedged, "SIGSTOP")
+    started = time.monotonic()
+    install.wait(lambda: not install.serving(wedged), "the wedged pod out of the Service")
+    story.operations["unserved_s"] = time.monotonic() - started
+    install.wait(lambda: install.restarts(wedged) > restarts, "the liveness probe to restart it")
+    story.operations["restarted_s"] = time.monotonic() - started
+    install.wait(lambda: install.serving(wedged), "the restarted pod back in the Service")
+
+    install.kubectl("delete", "clusterrolebinding", "zombied")
+    install.kubectl(
+        "--namespace", ZOMBIED_NAMESPACE, "delete", "rolebinding", "zombied-leader-election"
+    )
+    install.wait(lambda: not install.ready(1), "zombied not ready without its RBAC")
+    started = time.monotonic()
+    install.kubectl(
+        "drain", STABLE, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s"
+    )
+    story.operations["drained_s"] = time.monotonic() - started
+    install.kubectl("uncordon", STABLE)
 
 
 def _observe(story: Story) -> None:

@@ -18,6 +18,8 @@ pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(900)]
 
 #: The chart's lease duration: a standby leads within it.
 LEASE_S = 15.0
+#: The chart's retry period: a standby tries the Lease this often.
+RETRY_S = 2.0
 #: The chart's terminationGracePeriodSeconds: the kubelet's SIGKILL comes after it.
 GRACE_S = 30.0
 
@@ -67,3 +69,19 @@ def test_reaped_events_and_metrics_say_so(story: Story) -> None:
         line.startswith("zombied_pods_reaped_total{") and 'outcome="deleted"' in line
         for line in lines
     )
+
+
+def test_an_upgrade_rolls_the_pods_and_a_killed_leader_is_replaced_within_the_lease(
+    story: Story,
+) -> None:
+    assert story.operations["upgraded_s"] > 0
+    # Killed, the leader never released the Lease: another leads once it expires.
+    assert story.operations["failover_killed_s"] <= LEASE_S + RETRY_S
+
+
+def test_a_wedged_replica_gets_no_traffic_and_is_restarted(story: Story) -> None:
+    assert story.operations["unserved_s"] < story.operations["restarted_s"]
+
+
+def test_the_stable_node_drains_while_zombied_is_not_ready(story: Story) -> None:
+    assert story.operations["drained_s"] > 0

@@ -125,7 +125,7 @@ def test_every_zombie_is_reaped_and_nothing_else(story: Story) -> None:
         zombie = corpus.verdict(last.pod) in ("node-shutdown", "admission-rejected")
         if zombie and by is None:
             left.append(last.pod["metadata"]["name"])
-        if by == ZOMBIED_USER:
+        if by == "zombied":
             assert zombie, last.pod
     assert not left
 
@@ -142,6 +142,6 @@ def test_scan_explain_and_the_daemon_agree(story: Story) -> None:
             # A zombie zombied did not delete: its controller did, first.
             assert any(
                 seen[0].pod["metadata"]["name"] == name
-                and corpus.deleted_by(story, seen) not in (None, ZOMBIED_USER)
+                and corpus.deleted_by(story, seen) not in (None, "zombied")
                 for seen in story.recorder.pods().values()
             ), name

@@ -5,10 +5,15 @@
 # runs as a numeric non-root user on a read-only root filesystem: nothing is written at
 # run time (bytecode is compiled at install time, pip leaves no cache).
 
+# The Python base of both stages: the official image by default. A machine that cannot
+# pull it passes its own (`--build-arg PYTHON_BASE=...`), as the tests do with one
+# assembled from Debian's packages; it needs `python` with pip.
+ARG PYTHON_BASE=python:3.11.11-slim-bookworm
+
 # The builder stage is never shipped, so the required OCI labels (.hadolint.yaml) are
 # the runtime stage's alone.
 # hadolint ignore=DL3049
-FROM python:3.11.11-slim-bookworm AS builder
+FROM ${PYTHON_BASE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
@@ -18,13 +23,14 @@ COPY pyproject.toml README.md ./
 COPY zombied ./zombied
 RUN python -m build --wheel --outdir /dist .
 
-FROM python:3.11.11-slim-bookworm AS runtime
+FROM ${PYTHON_BASE} AS runtime
+ARG PYTHON_BASE
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="zombied" \
       org.opencontainers.image.description="Reaps pods left Failed by node shutdowns on preemptible and Spot nodes." \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="docker.io/library/python:3.11.11-slim-bookworm"
+      org.opencontainers.image.base.name="${PYTHON_BASE}"
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 # Bind mounts keep the wheel and the constraints out of the image layers. pip compiles

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.nodes.images import busybox_image, pause_image
-from tests.nodes.node import API_PORT, Node, missing_tools
+from tests.nodes.node import API_PORT, SERVICE_IP, Node, missing_tools
 from tests.realserver.cluster import (
     RELEASES,
     ClusterError,
@@ -36,6 +36,8 @@ from tests.realserver.cluster import (
 
 STABLE = "stable"
 SPOT = "spot"
+POOL = "zombied.test/pool"
+SPOT_LABEL = "cloud.google.com/gke-spot"
 BUSYBOX = "zombied.test/busybox:1"
 NODE_BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "pause")
 
@@ -66,6 +68,7 @@ class NodeCluster(RealCluster):
         "IP:127.0.0.1",
         "DNS:localhost",
         "DNS:kubernetes.default.svc",
+        f"IP:{SERVICE_IP}",
         "IP:10.250.1.1",
         "IP:10.250.2.1",
     )
@@ -98,10 +101,13 @@ class NodeCluster(RealCluster):
         )
         kubeconfig = self._node_kubeconfig()
         token = secrets.token_hex(3)
-        for index, (name, labels) in enumerate(
-            ((STABLE, {"zombied.test/pool": "stable"}), (SPOT, {"zombied.test/pool": "spot"})),
-            start=1,
-        ):
+        # The spot node as GKE's Spot pools are: labelled, and tainted so that only
+        # workloads that tolerate preemption land there (zombied does not).
+        nodes = (
+            (STABLE, {POOL: "stable"}, ()),
+            (SPOT, {POOL: "spot", SPOT_LABEL: "true"}, (f"{SPOT_LABEL}=true:NoSchedule",)),
+        )
+        for index, (name, labels, taints) in enumerate(nodes, start=1):
             self.nodes[name] = Node(
                 name=name,
                 index=index,
@@ -114,6 +120,7 @@ class NodeCluster(RealCluster):
                 pause_ref=pause_ref,
                 cgroup_root=f"zombied-{token}-{name}",
                 labels=labels,
+                taints=taints,
             )
         for node in self.nodes.values():
             node.boot()

@@ -1,9 +1,11 @@
-"""Container images for the test nodes, made here: no registry is reachable.
+"""Container images made here: no registry is reachable.
 
-Each image is one layer of files from this machine, written as a Docker image archive
-(``docker save``'s format), which ``ctr images import`` reads. ``pause`` is the
+Each image is one layer, written as a Docker image archive (``docker save``'s format),
+which ``ctr images import`` and buildah's ``docker-archive:`` read. ``pause`` is the
 release's own sandbox program (built with the release, see the build scripts);
-``busybox`` is Debian's busybox-static with a link per applet, for the workloads.
+``busybox`` is Debian's busybox-static with a link per applet, for the workloads; a
+root filesystem tar (the Python base of zombied's image, see tests/ship/build-image.sh)
+becomes an image with ``python -m tests.nodes.images ROOTFS.tar NAME:TAG OUT.tar``.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import hashlib
 import io
 import json
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
+from typing import IO, Any
 
 BUSYBOX = "/usr/bin/busybox"
 
@@ -38,6 +42,31 @@ def _layer(files: dict[str, Path], links: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
+def _archive(path: Path, ref: str, layer: IO[bytes], size: int, config: dict[str, Any]) -> Path:
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: layer.read(1 << 20), b""):
+        digest.update(chunk)
+    layer.seek(0)
+    image = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": config,
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + digest.hexdigest()]},
+    }
+    blob = json.dumps(image, sort_keys=True).encode()
+    config_name = hashlib.sha256(blob).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [ref], "Layers": ["layer.tar"]}])
+    with tarfile.open(path, "w") as tar:
+        info = tarfile.TarInfo("layer.tar")
+        info.size = size
+        tar.addfile(info, layer)
+        for name, data in ((config_name, blob), ("manifest.json", manifest.encode())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
 def write_archive(
     path: Path,
     ref: str,
@@ -46,30 +75,23 @@ def write_archive(
     links: dict[str, str] | None = None,
     entrypoint: list[str],
 ) -> Path:
-    """Write the one-layer image ``ref`` (``name:tag``) to ``path``."""
+    """Write the one-layer image ``ref`` (``name:tag``) of ``files`` to ``path``."""
     layer = _layer(files, links or {})
-    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
-    config = json.dumps(
-        {
-            "architecture": "amd64",
-            "os": "linux",
-            "config": {"Entrypoint": entrypoint, "Env": ["PATH=/bin"]},
-            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        },
-        sort_keys=True,
-    ).encode()
-    config_name = hashlib.sha256(config).hexdigest() + ".json"
-    manifest = [{"Config": config_name, "RepoTags": [ref], "Layers": ["layer.tar"]}]
-    with tarfile.open(path, "w") as tar:
-        for name, data in (
-            ("layer.tar", layer),
-            (config_name, config),
-            ("manifest.json", json.dumps(manifest).encode()),
-        ):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
+    config = {"Entrypoint": entrypoint, "Env": ["PATH=/bin"]}
+    return _archive(path, ref, io.BytesIO(layer), len(layer), config)
+
+
+def rootfs_archive(path: Path, ref: str, rootfs: Path) -> Path:
+    """Write the image ``ref`` whose one layer is the root filesystem tar ``rootfs``."""
+    config = {
+        "Env": [
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG=C.UTF-8",
+        ],
+        "Cmd": ["python3"],
+    }
+    with rootfs.open("rb") as layer:
+        return _archive(path, ref, layer, rootfs.stat().st_size, config)
 
 
 def pause_image(directory: Path, pause: Path, ref: str) -> Path:
@@ -90,3 +112,7 @@ def busybox_image(directory: Path, ref: str) -> Path:
         links=links,
         entrypoint=["/bin/sh"],
     )
+
+
+if __name__ == "__main__":
+    rootfs_archive(Path(sys.argv[3]), sys.argv[2], Path(sys.argv[1]))

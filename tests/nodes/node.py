@@ -41,6 +41,12 @@ from tests.realserver.cluster import ClusterError
 
 REPO = Path(__file__).resolve().parents[2]
 API_PORT = 6443
+#: The ClusterIP of the `kubernetes` Service (the first of the API server's
+#: --service-cluster-ip-range), which pods' in-cluster configuration connects to.
+SERVICE_IP = "10.0.0.1"
+#: The kubelet's read-only port, inside the node's network namespace only: its
+#: /stats/summary gives the pods' CPU and memory as the kubelet measures them.
+STATS_PORT = 10255
 CGROUP_FS = Path("/sys/fs/cgroup")
 BOOT_TIMEOUT = 120.0
 #: The kernel settings a kubelet sets (pkg/kubelet/cm, setupKernelTunables): on a node
@@ -62,7 +68,17 @@ NO_EVICTION = {
     "imagefs.available": "0%",
 }
 #: What a node's boot needs from the machine (installed by ``make test``).
-TOOLS = ("unshare", "nsenter", "ip", "socat", "dbus-daemon", "dbus-send", "containerd", "ctr")
+TOOLS = (
+    "unshare",
+    "nsenter",
+    "ip",
+    "iptables",
+    "socat",
+    "dbus-daemon",
+    "dbus-send",
+    "containerd",
+    "ctr",
+)
 TOOLS_SBIN = ("runc",)
 CNI_BIN = Path("/usr/lib/cni")
 
@@ -134,6 +150,8 @@ class Node:
     pause_ref: str
     cgroup_root: str
     labels: dict[str, str] = field(default_factory=dict)
+    #: Taints the node registers with (``key=value:Effect``).
+    taints: tuple[str, ...] = ()
     shutdown_grace_s: int = 20
     shutdown_grace_critical_s: int = 5
     #: Reserved for the system, as a kubelet's ``systemReserved`` (e.g. ``{"cpu": "1"}``).
@@ -203,7 +221,7 @@ class Node:
         self._wait(self._containerd_up, "containerd")
         # Every boot: the kubelet's image garbage collection may have removed them.
         for archive in self.images:
-            self._ctr("images", "import", "--no-unpack", str(archive))
+            self.import_image(archive)
         self._spawn(
             "relay",
             [
@@ -279,6 +297,12 @@ class Node:
             f"ip addr add {self.address}/24 dev cni0\n"
             "ip link set cni0 up\n"
             "ip route add default dev cni0\n"
+            # The `kubernetes` Service, as kube-proxy would route it: pods reach the API
+            # server's relay on the node (in-cluster configuration, unchanged).
+            f"iptables -t nat -A PREROUTING -d {SERVICE_IP} -p tcp --dport 443"
+            f" -j DNAT --to-destination {self.address}:{API_PORT}\n"
+            f"iptables -t nat -A OUTPUT -d {SERVICE_IP} -p tcp --dport 443"
+            f" -j DNAT --to-destination {self.address}:{API_PORT}\n"
             f"touch {d / 'run' / 'ready'}\n"
             f"exec {self.binaries / 'pause'}\n"
         )
@@ -335,6 +359,7 @@ class Node:
                                         }
                                     ]
                                 ],
+                                "routes": [{"dst": "0.0.0.0/0"}],
                                 "dataDir": str(d / "cni-ipam"),
                             },
                         },
@@ -348,7 +373,7 @@ class Node:
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
             "address": "127.0.0.1",
-            "readOnlyPort": 0,
+            "readOnlyPort": STATS_PORT,
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False}},
             "authorization": {"mode": "AlwaysAllow"},
             "cgroupDriver": "cgroupfs",
@@ -380,6 +405,7 @@ class Node:
             f"--hostname-override={self.name}",
             f"--node-ip={self.address}",
             *([f"--node-labels={labels}"] if labels else []),
+            *([f"--register-with-taints={','.join(self.taints)}"] if self.taints else []),
             "--v=2",
             *_flavour(self.version, self.containerd_socket).flags,
         ]
@@ -464,6 +490,28 @@ class Node:
         text = path.read_text(errors="replace").splitlines() if path.exists() else []
         return "\n".join(text[-lines:])
 
+    def import_image(self, archive: Path) -> None:
+        """Import an image archive into the node's containerd; it stays across boots."""
+        self.ctr("images", "import", "--no-unpack", str(archive))
+
+    def fetch(self, url: str, timeout: float = 10.0) -> str:
+        """GET ``url`` from inside the node's network namespace (a pod's address, the
+        kubelet's ports): the answer's body, or `ClusterError`."""
+        script = (
+            "import sys, urllib.request; "
+            f"sys.stdout.write(urllib.request.urlopen({url!r}, timeout={timeout}).read().decode())"
+        )
+        done = subprocess.run(
+            ["nsenter", f"--target={self._namespace_pid()}", "--net", sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=timeout + 10,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ClusterError(f"node {self.name}: GET {url}: {done.stderr.strip()[-300:]}")
+        return done.stdout
+
     def _dbus_send(self, *args: str) -> str:
         return subprocess.run(
             ["dbus-send", f"--bus={self.bus_address}", "--print-reply", *args],
@@ -492,7 +540,7 @@ class Node:
         )
         return reply.rsplit('"', 2)[-2] if reply.count('"') >= 2 else reply
 
-    def _ctr(self, *args: str) -> str:
+    def ctr(self, *args: str) -> str:
         return subprocess.run(
             ["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args],
             check=True,
@@ -505,7 +553,7 @@ class Node:
         if not self.containerd_socket.exists():
             return False
         try:
-            self._ctr("version")
+            self.ctr("version")
         except subprocess.CalledProcessError:
             return False
         return True

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.nodes.cluster import BUSYBOX
+from tests.nodes.cluster import BUSYBOX, POOL, SPOT_LABEL
 
 GRACEFUL = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
 STUBBORN = ["sleep", "3600"]
-POOL = "zombied.test/pool"
+#: What workloads meant for Spot nodes carry, as on GKE.
+SPOT_TOLERATION = {"key": SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 
 
 def container(command: list[str], **extra: Any) -> dict[str, Any]:
@@ -41,6 +42,7 @@ def pod_spec(
         "restartPolicy": restart,
         "terminationGracePeriodSeconds": 30,
         "automountServiceAccountToken": False,
+        "tolerations": [SPOT_TOLERATION],
         "containers": [container(command)],
         **extra,
     }

@@ -70,7 +70,9 @@ async def test_pushback_slows_the_next_tokens_at_once_and_stops_the_burst() -> N
     bucket = TokenBucket(qps=10, burst=10)
     sent = await bucket.acquire()
     await bucket.acquire()
+    await anyio.sleep(0.01)
     assert bucket.throttled(sent)
+    assert not bucket.throttled(sent)  # sent before the cut: it does not cut again
     assert bucket.rate() == pytest.approx(7)
     start = now()
     times = []

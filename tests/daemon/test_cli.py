@@ -33,7 +33,7 @@ def test_version(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("zombied ")
-    assert out[1].startswith("kubernetes_asyncio 36.")
+    assert out[1].startswith("kubernetes_asyncio ")
 
 
 def test_help_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -216,28 +216,3 @@ async def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path: Pat
             process.wait()
     assert process.returncode == 130
     assert "Traceback" not in err
-
-
-@pytest.mark.subprocess
-async def test_ctrl_c_during_scan_delete_says_what_was_done(
-    sim: Simulator, kubeconfig: Path
-) -> None:
-    for name in ("a", "b", "c"):
-        sim.store.create("pods", zombie(name))
-    argv = [PYTHON, "-m", "zombied", "scan", "-A", "--delete", "--kubeconfig", str(kubeconfig)]
-    # One token: the first DELETE goes at once, the next waits ten seconds for its token.
-    argv += ["--min-age", "0s", "--qps", "0.1", "--burst", "1", "--max-in-flight", "1"]
-    process = interruptible(argv)
-    try:
-        await eventually(lambda: len(sim.deleted) == 1, timeout=60)
-        process.send_signal(signal.SIGINT)
-        out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=60))
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 130
-    assert out.splitlines()[-1] == "deleted 1, gone 0, conflict 0, dry run 0, failed 0, not done 2"
-    assert "interrupted by SIGINT: 2 pod(s) not done" in err
-    assert "Traceback" not in err
-    assert len(sim.deleted) == 1

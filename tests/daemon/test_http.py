@@ -25,5 +25,4 @@ async def test_loop_monitor_reports_a_stall_for_a_while() -> None:
     monitor.record(12.0)
     monitor.record(0.0)  # the next beat is on time again, the stall is still reported
     ok, why = monitor.check()
-    assert not ok
-    assert why == "event loop stalled for 12.0s"
+    assert (ok, "12.0s" in why) == (False, True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from kubesim import Simulator
 from kubesim.rbac import PolicyRule
 from tests.daemon.conftest import ConfigFactory
 from tests.daemon.pods import pod, zombie
+from tests.helpers import eventually
 
 
 def cluster(sim: Simulator) -> None:
@@ -142,6 +145,28 @@ async def test_delete_reaps_the_due_zombies_once(
         refusals = [line for line in err.splitlines() if line.startswith("zombied: error: ")]
         assert len(refusals) == 2
         assert all("missing RBAC rule: delete pods in namespace team-" in line for line in refusals)
+
+
+async def test_a_signal_stops_the_deletes_and_it_says_what_was_done(
+    sim: Simulator, config: ConfigFactory
+) -> None:
+    for name in ("a", "b", "c"):
+        sim.store.create("pods", zombie(name))
+
+    async def interrupt() -> None:
+        await eventually(lambda: len(sim.deleted) == 1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(interrupt)
+        # One token: the first DELETE goes at once, the next waits ten seconds for its token.
+        limits = {"qps": 0.1, "burst": 1, "max_in_flight": 1}
+        code, out, err = await run_scan(
+            sim, config, delete=True, rules=RuleSet((Rule("node-shutdown", 0.0),)), **limits
+        )
+    assert (code, len(sim.deleted)) == (128 + signal.SIGINT, 1)
+    assert out.splitlines()[-1].endswith("failed 0, not done 2")
+    assert "interrupted by SIGINT: 2 pod(s) not done" in err
 
 
 async def test_the_namespace_is_kubectls(sim: Simulator, tmp_path: Path) -> None:

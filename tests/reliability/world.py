@@ -164,7 +164,6 @@ class DeleteRequest:
     name: str
     uid: str | None
     resource_version: str | None
-    time: float
 
 
 @dataclass
@@ -173,7 +172,6 @@ class Figures:
 
     zombies: int = 0  # pods turned into selectable zombies by the driver
     reaped: int = 0  # zombied's accepted deletes
-    wrong: int = 0  # safety violations
 
 
 class World:
@@ -212,9 +210,7 @@ class World:
             pre = body.get("preconditions") if isinstance(body, dict) else None
             pre = pre if isinstance(pre, dict) else {}
             self.delete_requests.append(
-                DeleteRequest(
-                    parts[3], parts[5], pre.get("uid"), pre.get("resourceVersion"), time.time()
-                )
+                DeleteRequest(parts[3], parts[5], pre.get("uid"), pre.get("resourceVersion"))
             )
         return await handler(request)
 
@@ -481,10 +477,12 @@ class World:
         found: list[str] = []
         records = self.sim.deleted
         decided = {(r.namespace, r.name, r.uid) for r in self.delete_requests}
+        # Both preconditions, always: a replacement under the name, or the pod changed
+        # (protected) since it was judged, must make the server refuse the DELETE.
         found.extend(
-            f"DELETE {request.namespace}/{request.name} without a uid"
+            f"DELETE {request.namespace}/{request.name} without a uid and a resourceVersion"
             for request in self.delete_requests
-            if not request.uid
+            if not (request.uid and request.resource_version)
         )
         for record in records[self._checked :]:
             if record.dry_run or not record.user:
@@ -507,7 +505,6 @@ class World:
         # A DELETE request naming a uid is only checked once it was accepted, above.
         self.delete_requests = [r for r in self.delete_requests if r.uid]
         self.violations.extend(found)
-        self.figures.wrong += len(found)
         return found
 
     def pending_zombies(self) -> list[str]:

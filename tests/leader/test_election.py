@@ -1,8 +1,8 @@
 """Election logic on an in-memory Lease and fake loop time: terms, handovers, step-down.
 
-Waiting out leases, deadlines and retries costs no real time here; what only a real API
-server can show (wire formats, conflicts over HTTP, RBAC) is in ``test_election_http``.
-Every campaign asserts on leaving that no two candidates ever led at once.
+Waiting out leases, deadlines and retries costs no real time here; the Lease on the wire
+is tests/contract's, the shipped RBAC for it tests/realserver's. Every campaign asserts
+on leaving that no two candidates ever led at once.
 """
 
 from __future__ import annotations

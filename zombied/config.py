@@ -1,27 +1,23 @@
 """Every setting of zombied, from one table; one typed configuration per command.
 
-Each `Option` of `OPTIONS` is read from its flag, its environment variable and its
-camelCase key in the ``--config`` file (flag > environment > file > default), and every
-value given is checked by the option's one parser, whichever source wins. argparse
-reads the command line; pydantic checks the file's shape and places each problem at its
-key. Every problem is a `ConfigError` naming the option, its source and, in a file, the
-line. What makes a rule valid `zombied.rules` decides, and what is in scope its
-`Selection`. It reads files, never the cluster.
+The table is the pydantic model `Options`: a field per option, whose type checks its
+value and whose `Option` says how it is given: a flag, an environment variable and a
+camelCase key of the ``--config`` file (flag > environment > file > default). Every
+value given is checked, whichever source wins; argparse reads the command line. Every
+problem is a `ConfigError` naming the option, its source and, in a file, the line.
+What makes a rule valid `zombied.rules` decides. It reads files, never the cluster.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
-import functools
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Final, NoReturn
+from typing import Annotated, Any, ClassVar, Final, Literal, NoReturn
 
 import pydantic
 import yaml
@@ -34,7 +30,6 @@ from zombied.rules import (
     DEFAULT_MIN_AGE,
     DEFAULT_RULES,
     RULE_NAMES,
-    SPEC_FIELDS,
     RuleError,
     RuleSet,
     RuleSpec,
@@ -51,7 +46,6 @@ COMMANDS: Final = {
     "scan": "list the zombie pods once (and with --delete, delete them once)",
     "explain": "explain rule by rule whether and when zombied would delete one pod",
 }
-ENV_PREFIX: Final = "ZOMBIED_"
 
 
 class DryRun(StrEnum):
@@ -134,167 +128,101 @@ AnyConfig = RunConfig | ScanConfig | ExplainConfig
 Config = RunConfig
 
 
-# -- value parsers: text -> value, raising ValueError with what follows "--flag: " ----
+# -- values: pydantic types, read from text (flags, environment, file) or YAML ---------
 
 _DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_LISTEN: Final = re.compile(r"(?P<host>\[[^]\s/]*]|[^][:\s/]*):(?P<port>[0-9]{1,5})", re.ASCII)
 
 
-def _checked(words: str, convert: Callable[[str], Any]) -> Callable[[str], Any]:
-    """A parser: what ``convert`` makes of the stripped text, unless it fails or gives None."""
+def _from_text(parse: Callable[[str], Any]) -> Any:
+    """Text parsed by ``parse``; other input is left to the type, which refuses it."""
+    return pydantic.BeforeValidator(lambda v: parse(v.strip()) if isinstance(v, str) else v)
 
-    def parse(text: str) -> Any:
-        try:
-            value = convert(text.strip())
-        except (ValueError, LookupError):
-            value = None
-        if value is None:
-            raise ValueError(f"must be {words}, got {text!r}")
+
+def _check(test: Callable[[Any], object], problem: str) -> Any:
+    """The value, if ``test`` holds for it; else ``problem`` (``{}``: the value)."""
+
+    def check(value: Any) -> Any:
+        if not test(value):
+            raise ValueError(problem.format(value))
         return value
 
-    return parse
+    return pydantic.AfterValidator(check)
 
 
-def _positive(kind: type[float] | type[int], words: str) -> Callable[[str], Any]:
-    return _checked(words, lambda text: v if math.isfinite(v := kind(text)) and v > 0 else None)
+def _items(value: Any) -> Any:
+    """Comma-separated text, or a YAML list: the items stripped, without empty ones or repeats."""
+    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(items, list) and all(isinstance(item, str) for item in items):
+        return list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    return value
 
 
-def _matching(pattern: re.Pattern[str], words: str) -> Callable[[str], str]:
-    return _checked(words, lambda text: text if pattern.fullmatch(text) else None)
-
-
-def _spelled(words: str, spellings: Mapping[str, Any]) -> Callable[[str], Any]:
-    return _checked(words, lambda text: spellings[text.lower()])
-
-
-def _at_least(least: float, why: str = "") -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        if (seconds := parse_duration(text)) < least:
-            raise ValueError(f"must be at least {format_duration(least)}{why}, got {text!r}")
-        return seconds
-
-    return parse
-
-
-def _min_age(text: str) -> float:
-    return check_min_age(parse_duration(text))
-
-
-def _split(text: str) -> tuple[str, ...]:
-    """Comma-separated items, stripped, without empty ones or repeats."""
-    return tuple(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
-
-
-def _namespace_list(*, empty_ok: bool) -> Callable[[str], tuple[str, ...]]:
-    def parse(text: str) -> tuple[str, ...]:
-        names = _split(text)
-        if not (names or empty_ok):  # an empty list would mean every namespace
-            raise ValueError("must name a namespace; to work in every one, leave it unset")
-        if bad := [name for name in names if not _DNS_LABEL.fullmatch(name)]:
-            raise ValueError(f"{bad[0]!r} is not a valid namespace name")
-        return names
-
-    return parse
-
-
-def _kinds(text: str) -> tuple[str, ...]:
-    return tuple(check_kind(kind) for kind in _split(text))
-
-
-def _rules(text: str) -> tuple[tuple[str, float | None], ...]:
+def _enabled_rules(text: str) -> tuple[tuple[str, float | None], ...]:
     """``node-shutdown,evicted=10m``: rules by name, each with an optional min age; which
     names exist, and that each is named once, `build_rules` decides."""
     items = [item.partition("=") for item in text.split(",") if item.strip()]
     if not items:
         raise ValueError("must name at least one rule")
-    return tuple((name.strip(), _min_age(age) if sep else None) for name, sep, age in items)
+    return tuple(
+        (name.strip(), check_min_age(parse_duration(age)) if sep else None)
+        for name, sep, age in items
+    )
 
 
 def _listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.strip().rpartition(":")
-    if not sep:
-        raise ValueError(f"must be HOST:PORT, got {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError(f"IPv6 hosts need brackets, like [::]:8080, got {text!r}")
-    if any(c.isspace() or c in "/[]" for c in host):
-        raise ValueError(f"{host!r} is not a host name or address")
-    if not (port.isascii() and port.isdigit() and int(port) <= 65535):
-        raise ValueError(f"port must be a number from 0 to 65535, got {port!r}")
-    return host or "0.0.0.0", int(port)  # noqa: S104 - ":8080" is every interface, as in Go
+    """``HOST:PORT``, ``[IPv6]:PORT``, or ``:PORT`` for every interface, as in Go."""
+    address = _LISTEN.fullmatch(text)
+    if address is None or int(address["port"]) > 65535:
+        raise ValueError(f"must be HOST:PORT ([IPv6]:PORT), a port from 0 to 65535, got {text!r}")
+    host = address["host"].strip("[]") or "0.0.0.0"  # noqa: S104 - ":8080": every interface
+    return host, int(address["port"])
 
 
-def parse_label_selector(text: str) -> str:
-    """Validate a label selector with the API server's grammar; return it stripped."""
-    try:
-        LabelSelector.parse(text.strip())
-    except ValueError as exc:
-        raise ValueError(f"invalid label selector: {exc}") from None
-    return text.strip()
+def _selector(text: str) -> str:
+    LabelSelector.parse(text)  # ValueError: what is wrong, in the API server's words
+    return text
+
+
+def _lowered(**aliases: str) -> Any:
+    return _from_text(lambda text: aliases.get(text.lower(), text.lower()))
+
+
+def _at_least(least: float) -> Any:
+    return _check(lambda seconds: seconds >= least, f"must be at least {format_duration(least)}")
+
+
+Text = Annotated[str, pydantic.StringConstraints(min_length=1)]
+Count = Annotated[int, pydantic.Field(ge=1)]
+Duration = Annotated[float, pydantic.Strict(), _from_text(parse_duration)]
+Period = Annotated[Duration, _at_least(0.001)]
+Namespace = Annotated[str, _check(_DNS_LABEL.fullmatch, "{!r} is not a valid namespace name")]
+Items = pydantic.BeforeValidator(_items)
+Namespaces = Annotated[tuple[Namespace, ...], Items]
+Kinds = Annotated[tuple[Annotated[str, pydantic.AfterValidator(check_kind)], ...], Items]
+MinAge = Annotated[Duration, pydantic.AfterValidator(check_min_age)]
+Selector = Annotated[str, pydantic.AfterValidator(_selector)]
 
 
 # -- the table -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Value:
-    """How an option's value is written, as text (a flag, the environment, a file value)."""
-
-    parse: Callable[[str], Any]
-    metavar: str
-    many: bool = False  # the file may give a list (joined with commas)
-    const: str | None = None  # what the flag alone means; None: it needs a value
-    default: str | None = None  # the default of the options that do not give their own
-
-
-def _one_of(*choices: str, **aliases: str) -> Value:
-    """One of ``choices``, in any case, or one of their ``aliases``."""
-    spellings = {choice: choice for choice in choices} | aliases
-    return Value(_spelled("one of " + ", ".join(choices), spellings), "|".join(choices))
-
-
-_BOOLEAN: Final = {"true": True, "1": True, "yes": True, "on": True} | dict.fromkeys(
-    ("false", "0", "no", "off"), False
-)
-# "none" is kubectl's spelling of off; an environment variable may say true or false.
-_DRY_RUNS: Final = {"client": DryRun.CLIENT, "true": DryRun.CLIENT, "server": DryRun.SERVER}
-_TEXT: Final = Value(_matching(re.compile(r"\S.*", re.DOTALL), "a non-empty string"), "NAME")
-_DURATION: Final = Value(parse_duration, "DURATION")
-_PERIOD: Final = dataclasses.replace(_DURATION, parse=_at_least(0.001))
-_MIN_AGE: Final = dataclasses.replace(_DURATION, parse=_min_age)
-_NAMESPACE: Final = Value(_matching(_DNS_LABEL, "a valid namespace name"), "NS")
-_COUNT: Final = Value(_positive(int, "a whole number >= 1"), "N")
-_SWITCH: Final = Value(
-    _spelled("true or false", _BOOLEAN), "true|false", const="true", default="false"
-)
-_NAMES: Final = Value(_namespace_list(empty_ok=True), "NS,...", many=True, default="")
-
-_ALL: Final = frozenset(COMMANDS)
-_RUN: Final = frozenset({"run"})
-_SCAN: Final = frozenset({"scan"})
-_DELETING: Final = frozenset({"run", "scan"})
-_REPORTING: Final = frozenset({"scan", "explain"})
-
-
-@dataclass(frozen=True)
 class Option:
-    """One setting: its value, help, default (as a flag gives it) and the commands it serves."""
+    """How an option is given: help, the value's name, its default as a flag would give
+    it, the commands it serves; its `name` is its field's in `Options`."""
 
-    name: str  # snake_case; upper-cased, the env var suffix; camelCased, the file key
-    value: Value
     help: str
-    default: str | None = None  # None: the value's default, else unset
-    commands: frozenset[str] = _ALL
-    shown: str | None = None  # the default in --help and the reference, when not itself
+    metavar: str
+    default: str | None = None  # None: unset unless given
+    commands: tuple[str, ...] = tuple(COMMANDS)
+    shown: str | None = None  # the default in --help and the reference (given: when not itself)
     short: str | None = None  # kubectl's one-letter alias, where it has one
     aliases: tuple[str, ...] = ()  # further long spellings kubectl users type by habit
+    const: str | None = None  # what the flag alone means; None: it needs a value
     flag_only: bool = False  # what one invocation is about (-n, -A): never env or file
-    unset: Any = None  # the value without a default, when no source gives one
-
-    def __post_init__(self) -> None:
-        if self.default is None:
-            object.__setattr__(self, "default", self.value.default)
+    name: str = ""
 
     @property
     def flag(self) -> str:
@@ -302,88 +230,132 @@ class Option:
 
     @property
     def env(self) -> str | None:
-        return None if self.flag_only else ENV_PREFIX + self.name.upper()
-
-    @property
-    def key(self) -> str | None:
-        """The option's key in the ``--config`` file."""
-        return None if self.flag_only or self.name == "config" else to_camel(self.name)
-
-    @property
-    def const(self) -> str | None:
-        return self.value.const
+        return None if self.flag_only else "ZOMBIED_" + self.name.upper()
 
     def spellings(self) -> tuple[str, ...]:
         return tuple(s for s in (self.short, self.flag, *self.aliases) if s)
 
-    def shown_default(self) -> str:
-        return self.shown or self.default or "none"
+
+def _switch(text: str, commands: tuple[str, ...], **more: Any) -> Option:
+    return Option(text, "true|false", "false", commands, const="true", **more)
+
+
+_DELETING: Final = ("run", "scan")
+_REPORTING: Final = ("scan", "explain")
 
 
 # fmt: off
-OPTIONS: Final[tuple[Option, ...]] = (
-    Option("config", Value(str, "FILE"), "YAML file of these options (by camelCase key) and rules"),
-    Option("kubeconfig", dataclasses.replace(_TEXT, metavar="PATH"), "kubeconfig file",
-           shown="in-cluster service account, else $KUBECONFIG or ~/.kube/config"),
-    Option("context", _TEXT, "kubeconfig context", shown="current"),
-    Option("namespaces", Value(_namespace_list(empty_ok=False), "NS,...", many=True),
-           "comma-separated namespaces zombied works in", shown="all", unset=()),
-    Option("namespace", _NAMESPACE, "as in kubectl, the namespace listed or explained; "
-           "--namespaces still decides what zombied may delete", commands=_REPORTING,
-           shown="the kubeconfig context's, as in kubectl", short="-n", flag_only=True),
-    Option("all_namespaces", _SWITCH, "list every namespace zombied works in (not with -n)",
-           commands=_SCAN, short="-A", flag_only=True),
-    Option("exclude_namespaces", _NAMES, "comma-separated namespaces whose pods are never touched"),
-    Option("label_selector", Value(parse_label_selector, "SELECTOR", default=""),
-           "only pods matching this selector (a=b, a!=b, a in (x,y), a notin (x), a, !a, a>1)",
-           shown="all pods", short="-l", aliases=("--selector",)),
-    Option("rules", Value(_rules, "RULE[=AGE],..."), f"rules to enable, built-in "
-           f"({', '.join(RULE_NAMES)}) or the file's; NAME=DURATION gives one its own min age",
-           shown=",".join(DEFAULT_RULES)),
-    Option("min_age", _MIN_AGE, "how long a pod must have been terminal before it is deleted, "
-           "for rules without their own (a DURATION is 500ms, 30s, 5m, 1h30m or seconds)",
-           format_duration(DEFAULT_MIN_AGE)),
-    Option("exclude_owner_kinds", dataclasses.replace(_NAMES, parse=_kinds, metavar="KIND,..."),
-           "owner kinds (e.g. Job, ReplicaSet) whose pods are never touched"),
-    Option("qps", Value(_positive(float, "a number > 0"), "QPS"),
-           "pod DELETEs per second at most, fewer after errors", "20", _DELETING),
-    Option("burst", _COUNT, "pod DELETE requests allowed back to back", "100", _DELETING),
-    Option("max_in_flight", _COUNT, "concurrent DELETE requests", "4", _DELETING),
-    Option("dry_run", Value(_spelled("one of client, server, none", _DRY_RUNS | dict.fromkeys(
-           ("none", "false", "off"), DryRun.OFF)), "client|server|none", const="client"),
-           "log deletes (client) or send them with dryRun=All (server)", "none"),
-    Option("listen", Value(_listen, "HOST:PORT"), "address of /healthz, /readyz and /metrics",
-           "0.0.0.0:8080", _RUN),
-    Option("drain_timeout", _DURATION, "on SIGTERM, how long to finish due deletes; keep it "
-           "below the pod's grace period", "20s", _RUN),
-    Option("log_format", _one_of("auto", "json", "console"),
-           "auto: console on a terminal, else JSON lines", "auto"),
-    Option("log_level", _one_of("debug", "info", "warning", "error", warn="warning"),
-           "minimum level logged", "info"),
-    Option("leader_elect", _SWITCH, "elect a leader through a Lease; only it deletes",
-           commands=_RUN),
-    Option("lease_name", Value(_matching(_DNS_SUBDOMAIN, "a lowercase DNS name"), "NAME"),
-           "name of the Lease", "zombied", _RUN),
-    Option("lease_namespace", _NAMESPACE, "namespace of the Lease", commands=_RUN,
-           shown="the namespace zombied runs in (in a cluster), else default"),
-    Option("lease_duration", _PERIOD, "how long a Lease is valid without renewal", "15s", _RUN),
-    Option("renew_deadline", _PERIOD, "the leader stops deleting after this long unrenewed",
-           "10s", _RUN),
-    Option("retry_period", _PERIOD, "interval between Lease acquire/renew attempts", "2s", _RUN),
-    Option("watch_timeout", dataclasses.replace(_DURATION, parse=_at_least(
-           1, " (the API counts whole seconds)")),
-           "watch timeout, at random from this to twice this, once the API server has shown "
-           "bookmarks (until then at most 90s)", "5m", _RUN),
-    Option("output", _one_of("table", "wide", "json", "yaml", "name"), "report format; wide "
-           "(scan only) adds phase, termination time and message", "table", _REPORTING,
-           short="-o"),
-    Option("no_headers", _SWITCH, "print the table without its header line", commands=_SCAN),
-    Option("waiting", _SWITCH, "also list pods that match a rule but are not yet due",
-           commands=_SCAN),
-    Option("delete", _SWITCH, "delete the zombies found, once (--dry-run: report them)",
-           commands=_SCAN),
-)
+class Options(pydantic.BaseModel, frozen=True, str_strip_whitespace=True):
+    """Every option: its field's type checks its value, its `Option` says how it is given."""
+
+    config: Annotated[str | None, Option(
+        "YAML file of these options (by camelCase key) and rules", "FILE")]
+    kubeconfig: Annotated[Text | None, Option("kubeconfig file", "PATH",
+        shown="in-cluster service account, else $KUBECONFIG or ~/.kube/config")]
+    context: Annotated[Text | None, Option("kubeconfig context", "NAME", shown="current")]
+    namespaces: Annotated[Annotated[Namespaces, _check(len, "must name a namespace; to work "
+        "in every one, leave it unset")] | None, Option(
+        "comma-separated namespaces zombied works in", "NS,...", shown="all")]
+    namespace: Annotated[Namespace | None, Option("as in kubectl, the namespace listed or "
+        "explained; --namespaces still decides what zombied may delete", "NS", None,
+        _REPORTING, "the kubeconfig context's, as in kubectl", "-n", flag_only=True)]
+    all_namespaces: Annotated[bool, _switch("list every namespace zombied works in (not "
+        "with -n)", ("scan",), short="-A", flag_only=True)]
+    exclude_namespaces: Annotated[Namespaces, Option(
+        "comma-separated namespaces whose pods are never touched", "NS,...", "")]
+    label_selector: Annotated[Selector, Option("only pods matching this selector (a=b, "
+        "a!=b, a in (x,y), a notin (x), a, !a, a>1)", "SELECTOR", "", shown="all pods",
+        short="-l", aliases=("--selector",))]
+    rules: Annotated[tuple[tuple[str, float | None], ...] | None, _from_text(_enabled_rules),
+        Option(f"rules to enable, built-in ({', '.join(RULE_NAMES)}) or the file's; "
+        "NAME=DURATION gives one its own min age", "RULE[=AGE],...",
+        shown=",".join(DEFAULT_RULES))]
+    min_age: Annotated[MinAge, Option("how long a pod must have been "
+        "terminal before it is deleted, for rules without their own (a DURATION is 500ms, "
+        "30s, 5m, 1h30m or seconds)", "DURATION", format_duration(DEFAULT_MIN_AGE))]
+    exclude_owner_kinds: Annotated[Kinds, Option(
+        "owner kinds (e.g. Job, ReplicaSet) whose pods are never touched", "KIND,...", "")]
+    qps: Annotated[float, pydantic.Field(gt=0, allow_inf_nan=False), Option(
+        "pod DELETEs per second at most, fewer after errors", "QPS", "20", _DELETING)]
+    burst: Annotated[Count, Option(
+        "pod DELETE requests allowed back to back", "N", "100", _DELETING)]
+    max_in_flight: Annotated[Count, Option("concurrent DELETE requests", "N", "4", _DELETING)]
+    dry_run: Annotated[DryRun, _lowered(none="off", false="off", true="client"), Option(
+        "log deletes (client) or send them with dryRun=All (server)", "client|server|none",
+        "none", const="client")]
+    listen: Annotated[tuple[str, int], _from_text(_listen), Option(
+        "address of /healthz, /readyz and /metrics", "HOST:PORT", "0.0.0.0:8080", ("run",))]
+    drain_timeout: Annotated[Duration, Option("on SIGTERM, how long to finish due deletes; "
+        "keep it below the pod's grace period", "DURATION", "20s", ("run",))]
+    log_format: Annotated[Literal["auto", "json", "console"], _lowered(), Option(
+        "auto: console on a terminal, else JSON lines", "auto|json|console", "auto")]
+    log_level: Annotated[Literal["debug", "info", "warning", "error"], _lowered(warn="warning"),
+        Option("minimum level logged", "debug|info|warning|error", "info")]
+    leader_elect: Annotated[bool, _switch(
+        "elect a leader through a Lease; only it deletes", ("run",))]
+    lease_name: Annotated[str, _check(_DNS_SUBDOMAIN.fullmatch, "{!r} is not a lowercase DNS "
+        "name"), Option("name of the Lease", "NAME", "zombied", ("run",))]
+    lease_namespace: Annotated[Namespace | None, Option("namespace of the Lease", "NS", None,
+        ("run",), "the namespace zombied runs in (in a cluster), else default")]
+    lease_duration: Annotated[Period, Option(
+        "how long a Lease is valid without renewal", "DURATION", "15s", ("run",))]
+    renew_deadline: Annotated[Period, Option(
+        "the leader stops deleting after this long unrenewed", "DURATION", "10s", ("run",))]
+    retry_period: Annotated[Period, Option(
+        "interval between Lease acquire/renew attempts", "DURATION", "2s", ("run",))]
+    watch_timeout: Annotated[Duration, _at_least(1), Option("watch timeout, at random from "
+        "this to twice this, once the API server has shown bookmarks (until then at most "
+        "90s)", "DURATION", "5m", ("run",))]
+    output: Annotated[Literal["table", "wide", "json", "yaml", "name"], _lowered(), Option(
+        "report format; wide (scan only) adds phase, termination time and message",
+        "table|wide|json|yaml|name", "table", _REPORTING, short="-o")]
+    no_headers: Annotated[bool, _switch("print the table without its header line", ("scan",))]
+    waiting: Annotated[bool, _switch(
+        "also list pods that match a rule but are not yet due", ("scan",))]
+    delete: Annotated[bool, _switch(
+        "delete the zombies found, once (--dry-run: report them)", ("scan",))]
 # fmt: on
+
+
+OPTIONS: Final = tuple(
+    dataclasses.replace(option, name=name, shown=option.shown or option.default or "none")
+    for name, field in Options.model_fields.items()
+    for option in field.metadata
+    if isinstance(option, Option)
+)
+_DEFAULTS: Final = {option.name: option.default for option in OPTIONS}
+#: The file's keys; its ``rules`` are rule specs, not ``--rules``.
+_FILE_KEYS: Final = {
+    to_camel(o.name): o.name for o in OPTIONS if o.env and o.name not in ("config", "rules")
+}
+
+
+def _validated(
+    given: Mapping[str, Any], source: Source, file: _File | None = None
+) -> dict[str, Any]:
+    """The options ``given`` (by name) from ``source``, each checked by its field's type."""
+    try:
+        checked = Options.model_validate(_DEFAULTS | dict(given))
+    except pydantic.ValidationError as exc:
+        (name, *rest), problem = _first(exc)
+        option = next(option for option in OPTIONS if option.name == name)
+        if file is not None:
+            raise file.error((to_camel(option.name), *rest), problem) from None
+        where = option.env if source is Source.ENV else None
+        raise ConfigError(problem, option=option.flag, source=source, where=where) from None
+    return {name: getattr(checked, name) for name in given}
+
+
+def _first(exc: pydantic.ValidationError) -> tuple[tuple[str | int, ...], str]:
+    """Where pydantic's first finding is, and the problem: our own checks' words, or
+    pydantic's with the text at fault."""
+    first = exc.errors(include_url=False)[0]
+    problem = str(first.get("ctx", {}).get("error", first["msg"]))
+    if first["type"] == "extra_forbidden":
+        problem = "unknown key"
+    elif first["type"] != "value_error" and isinstance(first["input"], str):
+        problem += f", got {first['input']!r}"
+    return first["loc"], problem
 
 
 def options_for(command: str) -> tuple[Option, ...]:
@@ -393,25 +365,7 @@ def options_for(command: str) -> tuple[Option, ...]:
     return tuple(option for option in OPTIONS if command in option.commands)
 
 
-def _parse(option: Option, text: str, source: Source) -> Any:
-    try:
-        return option.value.parse(text)
-    except ValueError as exc:
-        where = option.env if source is Source.ENV else None
-        raise ConfigError(str(exc), option=option.flag, source=source, where=where) from None
-
-
 # -- the command line ------------------------------------------------------------------
-
-#: explain's formats: scan's, but for ``wide`` (explain's table already shows everything).
-_EXPLAIN_OUTPUTS: Final = ("table", "json", "yaml", "name")
-
-#: What a flag of another command means here, for the error naming it.
-_ELSEWHERE: Final = {
-    ("run", "namespace"): "the namespaces run watches are --namespaces NS,...",
-    ("run", "all_namespaces"): "run watches every namespace unless --namespaces names some",
-    ("explain", "all_namespaces"): "explain reads one pod: POD -n NS, or NS/POD",
-}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -435,72 +389,52 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("target", metavar="[NS/]POD", nargs="?", help="the pod to explain")
     for option in options:
         where = f"; env {option.env}" if option.env else ""
-        optional: dict[str, Any] = {"nargs": "?", "const": option.const} if option.const else {}
-        metavar = option.value.metavar
-        if (command, option.name) == ("explain", "output"):
-            metavar = "|".join(_EXPLAIN_OUTPUTS)
         parser.add_argument(
             *option.spellings(),
             dest=option.name,
-            metavar=metavar,
-            type=functools.partial(_parse, option, source=Source.FLAG),
-            help=f"{option.help} (default: {option.shown_default()}{where})",
-            **optional,
+            # explain's table already shows what wide adds
+            metavar=option.metavar.replace("|wide", "" if command == "explain" else "|wide"),
+            nargs="?" if option.const else None,
+            help=f"{option.help} (default: {option.shown}{where})",
         )
     return parser
 
 
-def _joined(options: Sequence[Option], argv: Sequence[str]) -> list[str]:
-    """``argv`` with every value joined to its flag, as kubectl reads them: a flag takes
-    the next argument whatever it looks like (``--min-age -1s``), a flag with an optional
-    value (``--dry-run``) only one it accepts (``explain --dry-run NS/POD``)."""
-    by_spelling = {spelling: option for option in options for spelling in option.spellings()}
-    joined: list[str] = []
-    rest = list(argv)
-    while rest:
-        arg = rest.pop(0)
-        option = by_spelling.get(arg)
-        if arg == "--":
-            return [*joined, arg, *rest]
-        if option is None:
-            joined.append(arg)
-        elif option.const is not None:
-            accepted = rest and _accepts(option, rest[0])
-            joined.append(f"{arg}={rest.pop(0) if accepted else option.const}")
-        elif rest:
-            joined.append(f"{arg}={rest.pop(0)}")
-        else:
-            raise ConfigError("expected one argument", option=option.flag, source=Source.FLAG)
-    return joined
+def _read_argv(command: str, argv: Sequence[str]) -> tuple[dict[str, Any], str | None]:
+    """The options given on the command line, as written, and explain's pod.
+
+    A flag's value is joined to it first, as kubectl reads them: a flag takes the next
+    argument whatever it looks like (``--min-age -1s``), and one with an optional value
+    (``--dry-run``) only one it accepts (``explain --dry-run NS/POD``)."""
+    prog = f"zombied {command}"
+    by_spelling = {s: option for option in options_for(command) for s in option.spellings()}
+    joined, rest = [], list(argv)
+    while rest and (arg := rest.pop(0)) != "--":
+        if (option := by_spelling.get(arg)) is not None:
+            if option.const is not None and not (rest and _accepts(option, rest[0])):
+                rest.insert(0, option.const)
+            elif not rest:
+                raise ConfigError("expected one argument", option=option.flag, source=Source.FLAG)
+            arg = f"{arg}={rest.pop(0)}"
+        joined.append(arg)
+    rest = ["--", *rest] if rest else []
+    given, others = build_parser(command).parse_known_args([*joined, *rest])
+    for arg in (arg for arg in others if arg != "--"):
+        if arg.startswith("-"):
+            spelling = arg.partition("=")[0]
+            problem = f"unknown option for '{prog}' (see '{prog} --help')"
+            raise ConfigError(problem, option=spelling, source=Source.FLAG)
+        raise ConfigError(f"unexpected argument {arg!r} for '{prog}' (see '{prog} --help')")
+    values = vars(given)
+    return values, values.pop("target", None)
 
 
 def _accepts(option: Option, text: str) -> bool:
     try:
-        option.value.parse(text)
-    except ValueError:
+        _validated({option.name: text}, Source.FLAG)
+    except ConfigError:
         return False
     return True
-
-
-def _read_argv(command: str, argv: Sequence[str]) -> tuple[dict[str, Any], str | None]:
-    """The options given on the command line, parsed, and explain's pod."""
-    prog = f"zombied {command}"
-    given, others = build_parser(command).parse_known_args(_joined(options_for(command), argv))
-    for arg in others:
-        if arg.startswith("-") and arg not in ("-", "--"):
-            spelling = arg.partition("=")[0] if arg.startswith("--") else arg[:2]
-            name = next((o.name for o in OPTIONS if spelling in o.spellings()), "")
-            hint = _ELSEWHERE.get((command, name))
-            raise ConfigError(
-                f"unknown option for '{prog}' (see '{prog} --help')"
-                + (f"; {hint}" if hint else ""),
-                option=spelling,
-                source=Source.FLAG,
-            )
-        if arg != "--":
-            raise ConfigError(f"unexpected argument {arg!r} for '{prog}' (see '{prog} --help')")
-    values = vars(given)
-    return values, values.pop("target", None)
 
 
 def given_options(command: str, argv: Sequence[str]) -> frozenset[str]:
@@ -517,80 +451,57 @@ def given_options(command: str, argv: Sequence[str]) -> frozenset[str]:
 
 def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -> AnyConfig:
     """The configuration of ``zombied COMMAND``, from flags, environment, file, defaults."""
-    options = options_for(command)
-    given, target = _read_argv(command, argv)
+    flags, target = _read_argv(command, argv)
+    given = _validated(flags, Source.FLAG)
     # Every environment value is checked, for every command: one Deployment's
     # environment may serve several commands.
-    from_env = {
-        option.name: _parse(option, environ[option.env], Source.ENV)
-        for option in OPTIONS
-        if option.env is not None and option.env in environ
-    }
+    env = {o.name: environ[o.env] for o in OPTIONS if o.env is not None and o.env in environ}
+    from_env = _validated(env, Source.ENV)
     config_file = given.get("config", from_env.get("config"))
     file = _read_file(config_file) if config_file is not None else _File()
-    merged = file.values | from_env | given
-    values: dict[str, Any] = {"config_file": config_file}
-    for option in options:
-        default = option.unset if option.default is None else option.value.parse(option.default)
-        values[option.name] = merged.get(option.name, default)
+    values = _validated(_DEFAULTS, Source.FLAG) | file.values | from_env | given
+    values["config_file"] = config_file
+    values["namespaces"] = values["namespaces"] or ()
+    if command == "run":
+        # client-go's rule: the leader gives up (renew deadline) before anyone else may
+        # take over (lease duration), with room for one jittered retry in between.
+        lease, deadline = values["lease_duration"], values["renew_deadline"]
+        for flag, value, bound, what in (
+            ("--lease-duration", lease, deadline, "--renew-deadline"),
+            ("--renew-deadline", deadline, 1.2 * values["retry_period"], "1.2 x --retry-period"),
+        ):
+            if not value > bound:
+                problem = f"must be longer than {what} ({format_duration(bound)})"
+                raise ConfigError(f"{problem}, got {format_duration(value)}", option=flag)
+        values["listen_host"], values["listen_port"] = values["listen"]
+        values["watch_timeout_min"] = values["watch_timeout"]
+        values["watch_timeout_max"] = 2 * values["watch_timeout"]
+    elif values["all_namespaces"] and "namespace" in given:
+        raise ConfigError("cannot be combined with --namespace (-n)", option="--all-namespaces")
+    elif not values["all_namespaces"]:
+        values["namespace"] = given.get("namespace") or context_namespace(
+            values["kubeconfig"], values["context"], environ
+        )
+    if command == "explain":
+        if values["output"] == "wide":
+            raise ConfigError("wide is scan's; explain's table shows everything", option="--output")
+        values["target"] = _target(target, given.get("namespace"), values["namespace"])
+    cls: type[AnyConfig] = {"run": RunConfig, "scan": ScanConfig, "explain": ExplainConfig}[command]
     try:
-        rules = build_rules(
+        values["rules"] = build_rules(
             file.rules,
             values["rules"],
             min_age=values["min_age"],
             exclude_owner_kinds=values["exclude_owner_kinds"],
         )
-        Selection(values["namespaces"], values["exclude_namespaces"])
+        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
     except RuleError as exc:
         if exc.index is not None:
             raise file.error(("rules", exc.index, exc.field), str(exc)) from None
-        where = None if "rules" in given else "ZOMBIED_RULES"
-        source = Source.ENV if where else Source.FLAG
+        source, where = (Source.FLAG, None) if "rules" in given else (Source.ENV, "ZOMBIED_RULES")
         raise ConfigError(str(exc), option="--rules", source=source, where=where) from None
-    except ValueError as exc:
+    except ValueError as exc:  # the Selection: a namespace both named and excluded
         raise ConfigError(str(exc), option="--exclude-namespaces") from None
-    values["rules"] = rules
-    if command == "run":
-        _check_lease(values)
-        values["listen_host"], values["listen_port"] = values["listen"]
-        values["watch_timeout_min"] = values["watch_timeout"]
-        values["watch_timeout_max"] = 2 * values["watch_timeout"]
-    elif command == "scan":
-        if values["namespace"] is not None and values["all_namespaces"]:
-            raise ConfigError("cannot be combined with --namespace (-n)", option="--all-namespaces")
-        if values["namespace"] is None and not values["all_namespaces"]:
-            values["namespace"] = context_namespace(
-                values["kubeconfig"], values["context"], environ
-            )
-    else:
-        if values["output"] not in _EXPLAIN_OUTPUTS:
-            raise ConfigError(
-                "wide is scan's; explain's table already shows everything "
-                f"(choose from {', '.join(_EXPLAIN_OUTPUTS)})",
-                option="--output",
-            )
-        namespace = values["namespace"] or context_namespace(
-            values["kubeconfig"], values["context"], environ
-        )
-        values["target"] = _target(target, values["namespace"], namespace)
-    cls: type[AnyConfig] = {"run": RunConfig, "scan": ScanConfig, "explain": ExplainConfig}[command]
-    return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
-
-
-def _check_lease(values: Mapping[str, Any]) -> None:
-    # client-go's rule: the leader gives up (renew deadline) before anyone else may take
-    # over (lease duration), with room for one jittered retry in between.
-    lease, deadline = values["lease_duration"], values["renew_deadline"]
-    for flag, value, bound, what in (
-        ("--lease-duration", lease, deadline, "--renew-deadline"),
-        ("--renew-deadline", deadline, 1.2 * values["retry_period"], "1.2 x --retry-period"),
-    ):
-        if not value > bound:
-            raise ConfigError(
-                f"must be longer than {what} ({format_duration(bound)}), "
-                f"got {format_duration(value)}",
-                option=flag,
-            )
 
 
 def _target(text: str | None, given: str | None, namespace: str) -> tuple[str, str]:
@@ -615,51 +526,16 @@ def _target(text: str | None, given: str | None, namespace: str) -> tuple[str, s
 # -- the YAML file ---------------------------------------------------------------------
 
 
-def _from_file(option: Value) -> Callable[[object], Any]:
-    """The parser of a file's value: YAML, parsed as the text of the option's flag."""
-
-    def parse(value: object) -> Any:
-        if value is None:  # `key:` with no value leaves the default
-            return None
-        if isinstance(value, list) and option.many and all(isinstance(v, str) for v in value):
-            value = ",".join(value)
-        if isinstance(value, list | dict):
-            shape = "a string or a list of strings" if option.many else "one value"
-            kind = "list" if isinstance(value, list) else "mapping"
-            raise ValueError(f"must be {shape}, got a {kind}")  # noqa: TRY004 - pydantic's kind
-        if isinstance(value, bool):
-            value = str(value).lower()
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)  # as written: YAML reads `qps: -1.0` and `qps: -1` alike
-        return option.parse(str(value))
-
-    return parse
-
-
 class _FileRule(pydantic.BaseModel, extra="forbid", alias_generator=to_camel):
     name: str
-    min_age: Annotated[float | None, pydantic.PlainValidator(_from_file(_MIN_AGE))] = None
+    min_age: MinAge | None = None
     phases: tuple[str, ...] | None = None
     reasons: tuple[str, ...] | None = None
     message: str | None = None
     owner_kinds: tuple[str, ...] | None = None
 
 
-#: The options a file may set, by key; its ``rules`` are rule specs, not ``--rules``.
-_FILE_OPTIONS: Final = {o.key: o for o in OPTIONS if o.key is not None and o.name != "rules"}
-_FILE_FIELDS: Final[dict[str, Any]] = {
-    o.name: (
-        Annotated[Any, pydantic.PlainValidator(_from_file(o.value))],
-        pydantic.Field(None, alias=key),
-    )
-    for key, o in _FILE_OPTIONS.items()
-}
-_FileSchema: Final = pydantic.create_model(
-    "File",
-    __config__=pydantic.ConfigDict(extra="forbid"),
-    rules=(tuple[_FileRule, ...] | None, None),
-    **_FILE_FIELDS,
-)
+_FILE_RULES: Final = pydantic.TypeAdapter(tuple[_FileRule, ...])
 
 
 class _Loader(yaml.SafeLoader):
@@ -702,11 +578,11 @@ class _File:
 
 
 def _read_file(path: str) -> _File:
-    """Every option the file sets, parsed (those of every command), and its rules."""
+    """Every option the file sets, checked (those of every command), and its rules."""
     file = _File(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, a NUL in the path
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise file.error((), f"cannot read the file: {reason}") from None
     loader = _Loader(text)
@@ -717,49 +593,29 @@ def _read_file(path: str) -> _File:
             # with the defaults (every namespace) instead would widen what is deleted.
             raise file.error((), "the file sets nothing; give at least one option")
         document = loader.construct_document(file.root)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # ValueError: 2024-13-01
         mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split("\n")[0].split())
         line = mark.line + 1 if mark is not None else None
-        raise ConfigError(
-            f"not valid YAML: {' '.join(str(problem).split())}",
-            source=Source.FILE,
-            where=path,
-            line=line,
-        ) from None
-    except (ValueError, RecursionError) as exc:  # a date like 2024-13-01, a 5000-digit int
-        raise ConfigError(f"not valid YAML: {exc}", source=Source.FILE, where=path) from None
+        error = ConfigError(f"not valid YAML: {problem}", source=Source.FILE, where=path, line=line)
+        raise error from None
     finally:
         loader.dispose()
+    if not isinstance(document, dict):
+        raise file.error((), "must be a mapping of option names to values")
+    if unknown := [key for key in document if key not in (*_FILE_KEYS, "rules")]:
+        raise file.error(unknown[:1], "unknown key")
+    # Read as its flag would be: YAML's numbers and booleans from their text.
+    given = {
+        _FILE_KEYS[key]: str(value) if isinstance(value, int | float) else value
+        for key, value in document.items()
+        if key != "rules" and value is not None  # `key:` with no value leaves the default
+    }
+    file.values = _validated(given, Source.FILE, file)
     try:
-        decoded = _FileSchema.model_validate(document)
+        rules = _FILE_RULES.validate_python(document.get("rules") or ())
     except pydantic.ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        raise file.error(first["loc"], _problem(first)) from None
-    file.values = {name: value for name, value in decoded if value is not None and name != "rules"}
-    file.rules = [RuleSpec(**dict(rule)) for rule in getattr(decoded, "rules", None) or ()]
+        loc, problem = _first(exc)
+        raise file.error(("rules", *loc), problem) from None
+    file.rules = [RuleSpec(**dict(rule)) for rule in rules]
     return file
-
-
-def _problem(error: Any) -> str:
-    """pydantic's finding in the words of this file: its kind is structured, its text is
-    the option's own parser's, or pydantic's own."""
-    kind, loc = error["type"], error["loc"]
-    if kind == "value_error":
-        return str(error["ctx"]["error"])
-    if kind == "missing":
-        return "is required"
-    if kind == "invalid_key":
-        return "keys must be option and field names"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return "must be a mapping" + ("" if loc else " of option names to values")
-    if kind != "extra_forbidden":
-        return str(error["msg"])
-    if loc[0] == "rules":
-        return f"unknown field (a rule takes {', '.join(SPEC_FIELDS)})"
-    keys = [*_FILE_OPTIONS, "rules"]
-    camel = to_camel(str(loc[0]).replace("-", "_"))
-    if camel in keys and camel != loc[0]:
-        return f"unknown key; keys are camelCase: {camel}"
-    close = difflib.get_close_matches(str(loc[0]), keys, n=1, cutoff=0.8)
-    return "unknown key" + (f"; did you mean {close[0]}?" if close else "")

@@ -7,6 +7,7 @@ modelled here; they stay ordinary exceptions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -22,6 +23,7 @@ class Source(StrEnum):
     FILE = "file"
 
 
+@dataclass(eq=False)
 class ConfigError(ZombiedError):
     """Invalid configuration: start-up stops with exit code 2 and this one line.
 
@@ -31,21 +33,11 @@ class ConfigError(ZombiedError):
     Without a source, ``problem`` is the whole line: ``--qps: must be > 0, got -1``.
     """
 
-    def __init__(
-        self,
-        problem: str,
-        *,
-        option: str | None = None,
-        source: Source | None = None,
-        where: str | None = None,
-        line: int | None = None,
-    ) -> None:
-        self.problem = problem
-        self.option = option
-        self.source = source
-        self.where = where
-        self.line = line
-        super().__init__(problem)
+    problem: str
+    option: str | None = None
+    source: Source | None = None
+    where: str | None = None
+    line: int | None = None
 
     def __str__(self) -> str:
         parts = [f"--config {self.where}"] if self.source is Source.FILE else []

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from tests.nodes.cluster import missing, running_node_cluster
-from tests.nodes.story import ZOMBIED_USER, Story, tell
+from tests.nodes.story import VIEWER, Story, tell
 from tests.realserver.cluster import RELEASES
 from tests.realserver.fixtures import REQUIRE_ENV, required
+from tests.ship.helm import helm_binary
 
 
 def _params() -> list[Any]:
@@ -42,5 +43,5 @@ def story(
             )
         pytest.skip(f"nodes of {version}: {reason}")
     workdir = tmp_path_factory.mktemp(f"nodes-{version}-")
-    with running_node_cluster(workdir, version, admins=(ZOMBIED_USER,)) as cluster:
-        yield tell(cluster, workdir)
+    with running_node_cluster(workdir, version, admins=(VIEWER,)) as cluster:
+        yield tell(cluster, workdir, helm_binary())

@@ -61,8 +61,9 @@ def deleted_by(story: Story, seen: list[Seen]) -> str | None:
             sent = parse_time(event["requestReceivedTimestamp"][:19] + "Z")
             same = sent is not None and sent >= created and body.get("preconditions") is None
         if same and event["responseStatus"]["code"] in (200, 202):
+            # A service account by its name: kube-system's controllers, zombied's own.
             user: str = event["user"]["username"]
-            return user.removeprefix("system:serviceaccount:kube-system:")
+            return user.rsplit(":", 1)[-1] if user.startswith("system:serviceaccount:") else user
     return "unknown"
 
 

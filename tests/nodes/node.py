@@ -221,7 +221,7 @@ class Node:
         self._wait(self._containerd_up, "containerd")
         # Every boot: the kubelet's image garbage collection may have removed them.
         for archive in self.images:
-            self._ctr("images", "import", "--no-unpack", str(archive))
+            self.import_image(archive)
         self._spawn(
             "relay",
             [
@@ -359,6 +359,7 @@ class Node:
                                         }
                                     ]
                                 ],
+                                "routes": [{"dst": "0.0.0.0/0"}],
                                 "dataDir": str(d / "cni-ipam"),
                             },
                         },
@@ -489,6 +490,10 @@ class Node:
         text = path.read_text(errors="replace").splitlines() if path.exists() else []
         return "\n".join(text[-lines:])
 
+    def import_image(self, archive: Path) -> None:
+        """Import an image archive into the node's containerd; it stays across boots."""
+        self.ctr("images", "import", "--no-unpack", str(archive))
+
     def fetch(self, url: str, timeout: float = 10.0) -> str:
         """GET ``url`` from inside the node's network namespace (a pod's address, the
         kubelet's ports): the answer's body, or `ClusterError`."""
@@ -535,7 +540,7 @@ class Node:
         )
         return reply.rsplit('"', 2)[-2] if reply.count('"') >= 2 else reply
 
-    def _ctr(self, *args: str) -> str:
+    def ctr(self, *args: str) -> str:
         return subprocess.run(
             ["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args],
             check=True,
@@ -548,7 +553,7 @@ class Node:
         if not self.containerd_socket.exists():
             return False
         try:
-            self._ctr("version")
+            self.ctr("version")
         except subprocess.CalledProcessError:
             return False
         return True

@@ -14,15 +14,12 @@ and ``explain`` said about each pod while it waited: the tests read them afterwa
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,11 +29,14 @@ from zombied.pod import parse_pod, parse_time
 from zombied.rules import Rule, RuleSet, judge
 
 from tests.nodes import workloads as w
-from tests.nodes.cluster import SPOT, NodeCluster
+from tests.nodes.cluster import SPOT, STABLE, NodeCluster
+from tests.nodes.install import NAMESPACE as ZOMBIED_NAMESPACE
+from tests.nodes.install import Install, image_archive
 from tests.nodes.recorder import PodRecorder
 from tests.realserver.cluster import ClusterError
 
-ZOMBIED_USER = "zombied"
+#: Who runs ``scan`` and ``explain`` beside the installed zombied: an operator.
+VIEWER = "viewer"
 #: The min age zombied runs with here, for both rules (defaults: 30 s and 5 minutes):
 #: long enough for ``scan`` and ``explain`` to see each zombie before it is due.
 MIN_AGE_S = 20
@@ -102,7 +102,20 @@ class Story:
     roles: dict[str, str] = field(default_factory=dict)
     #: pod name → what scan and explain said while it waited.
     views: dict[str, View] = field(default_factory=dict)
-    zombied_exit: int | None = None
+    install: Install | None = None
+    #: Seconds from ``kubectl apply -k`` to a leader; from ``helm install`` to a leader.
+    kustomized_s: float = 0.0
+    ready_s: float = 0.0
+    #: The leader's pod deleted while the shutdown's zombies came due: seconds until the
+    #: other replica led.
+    failover_s: float = 0.0
+    #: The leader's /metrics at the end, and the Reaped Events in the story's namespace.
+    metrics: str = ""
+    events: list[dict[str, Any]] = field(default_factory=list)
+    #: What the operator's interventions took, in seconds (see `_operate`).
+    operations: dict[str, float] = field(default_factory=dict)
+    #: The leader's (CPU millicores, working set bytes) while it reaps and at the end.
+    usage: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: Monotonic and wall clock at one instant, to place audit times on the recorder's.
     clock: tuple[float, datetime] = field(
         default_factory=lambda: (time.monotonic(), datetime.now(UTC))
@@ -119,8 +132,8 @@ class Story:
     # ------------------------------------------------------------------ reading
 
     def zombied_log(self) -> list[dict[str, Any]]:
-        lines = (self.workdir / "zombied.log").read_text().splitlines()
-        return [json.loads(line) for line in lines if line.startswith("{")]
+        assert self.install is not None
+        return self.install.logs()
 
     def deletes(self) -> list[dict[str, Any]]:
         """Every completed DELETE of a pod in the story's namespace, oldest first."""
@@ -130,51 +143,132 @@ class Story:
 # ---------------------------------------------------------------------- the telling
 
 
-def tell(cluster: NodeCluster, workdir: Path) -> Story:
-    """Run the whole story on ``cluster``; return what happened."""
+def tell(cluster: NodeCluster, workdir: Path, helm: str) -> Story:
+    """Install zombied (kustomize, then helm), then run the whole story on ``cluster``
+    and the operator's interventions after it; return what happened."""
+    archive, image = image_archive()
+    cluster.nodes[STABLE].import_image(archive)
+    install = Install(cluster, workdir, image, helm)
     cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-    with PodRecorder(cluster, NAMESPACE) as recorder, _zombied(cluster, workdir) as zombied:
-        story = Story(cluster, workdir, recorder)
-        _wait(lambda: zombied_ready(story), "zombied to be ready")
+    with PodRecorder(cluster, NAMESPACE) as recorder, install.collecting():
+        story = Story(cluster, workdir, recorder, install=install)
+        story.kustomized_s = _kustomize(install)
+        started = time.monotonic()
+        install.helm_install(helm_values(image))
+        install.wait(install.leader, "a leader")
+        story.ready_s = time.monotonic() - started
         with _Viewer(story):
             _shutdown(story)
             _return_and_lose(story)
             _return_replaced(story)
             _disk_pressure(story)
-        zombied.send_signal(signal.SIGTERM)
-        story.zombied_exit = zombied.wait(60)
+            _observe(story)
+        _operate(story)
+        install.helm_uninstall()
     return story
 
 
-def zombied_ready(story: Story) -> bool:
-    return any(event.get("event") == "watch.synced" for event in story.zombied_log())
+def _operate(story: Story) -> None:
+    """What an operator does to zombied after the story: a ``helm upgrade`` that changes
+    an argument; its leader killed; its next leader wedged (SIGSTOP) until the liveness
+    probe restarts it; its RBAC removed, then the stable node drained."""
+    install = story.install
+    assert install is not None
+    before = {p["metadata"]["name"] for p in install.pods()}
+    started = time.monotonic()
+    install.helm_install(
+        helm_values(install.image, extraArgs=[f"--rules={RULES}", "--qps=25"]), upgrade=True
+    )
+    install.wait(lambda: not before & {p["metadata"]["name"] for p in install.pods()}, "new pods")
+    install.wait(install.leader, "a leader after the upgrade")
+    story.operations["upgraded_s"] = time.monotonic() - started
+
+    leader, holder = install.leader(), install.holder()
+    assert leader is not None
+    started = time.monotonic()
+    # Killed outright, it cannot release the Lease: another process leads once it expires.
+    install.signal(leader, "SIGKILL")
+    install.wait(
+        lambda: install.leader() is not None and install.holder() != holder, "another leader"
+    )
+    story.operations["failover_killed_s"] = time.monotonic() - started
+
+    wedged = install.leader()
+    assert wedged is not None
+    restarts = install.restarts(wedged)
+    install.signal(wedged, "SIGSTOP")
+    started = time.monotonic()
+    install.wait(lambda: not install.serving(wedged), "the wedged pod out of the Service")
+    story.operations["unserved_s"] = time.monotonic() - started
+    install.wait(lambda: install.restarts(wedged) > restarts, "the liveness probe to restart it")
+    story.operations["restarted_s"] = time.monotonic() - started
+    install.wait(lambda: install.serving(wedged), "the restarted pod back in the Service")
+
+    install.kubectl("delete", "clusterrolebinding", "zombied")
+    install.kubectl(
+        "--namespace", ZOMBIED_NAMESPACE, "delete", "rolebinding", "zombied-leader-election"
+    )
+    install.wait(lambda: not install.ready(1), "zombied not ready without its RBAC")
+    started = time.monotonic()
+    install.kubectl(
+        "drain", STABLE, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s"
+    )
+    story.operations["drained_s"] = time.monotonic() - started
+    install.kubectl("uncordon", STABLE)
 
 
-@contextmanager
-def _zombied(cluster: NodeCluster, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with (workdir / "zombied.log").open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "zombied",
-                "run",
-                f"--kubeconfig={cluster.kubeconfig(ZOMBIED_USER)}",
-                f"--namespaces={NAMESPACE}",
-                f"--rules={RULES}",
-                "--listen=127.0.0.1:0",
-                "--log-format=json",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        try:
-            yield process
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+def _observe(story: Story) -> None:
+    """What an operator sees at the end: the leader's metrics, the Reaped Events, the
+    kubelet's measure of zombied's pods."""
+    install = story.install
+    assert install is not None
+    leader = next(p for p in install.pods() if p["metadata"]["name"] == install.leader())
+    story.metrics = install.metrics(leader)
+    story.usage["idle"] = install.usage()[leader["metadata"]["name"]]
+    status, body = story.cluster.request(
+        "GET", f"/api/v1/namespaces/{NAMESPACE}/events?fieldSelector=reason%3DReaped"
+    )
+    if status != 200:
+        raise ClusterError(f"listing Events: {status} {body}")
+    story.events = body["items"]
+
+
+def helm_values(image: str, **more: Any) -> dict[str, Any]:
+    """The chart's values: the image built here, the story's min ages, ``more``."""
+    name, tag = image.rsplit(":", 1)
+    return {
+        "image": {"repository": name, "tag": tag, "pullPolicy": "Never"},
+        "extraArgs": [f"--rules={RULES}"],
+        **more,
+    }
+
+
+def _kustomize(install: Install) -> float:
+    """``kubectl apply -k`` of the kustomize tree, as a user would with an overlay naming
+    their image; both replicas ready and one leading; then ``kubectl delete -k``. The
+    seconds from apply to a leader."""
+    overlay = install.kustomization(
+        "",
+        [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "zombied"},
+                "spec": {
+                    "template": {
+                        "spec": {"containers": [{"name": "zombied", "imagePullPolicy": "Never"}]}
+                    }
+                },
+            }
+        ],
+    )
+    started = time.monotonic()
+    install.kubectl("apply", "-k", str(overlay))
+    install.wait(install.ready, "both replicas ready")
+    install.wait(install.leader, "a leader")
+    elapsed = time.monotonic() - started
+    install.kubectl("delete", "-k", str(overlay), "--wait=true")
+    return elapsed
 
 
 def _post(story: Story, obj: dict[str, Any]) -> dict[str, Any]:
@@ -299,7 +393,26 @@ def _shutdown(story: Story) -> None:
     _name_roles(story, [_post(story, w.pod("late", w.pod_spec(w.GRACEFUL, node=SPOT)))])
     node.power_off()
     story.released_after_s = time.monotonic() - announced
+    _hand_over(story)
     _wait_reaped(story)
+
+
+def _hand_over(story: Story) -> None:
+    """As the zombies come due, the leader's pod is deleted (a node drain, a rollout):
+    its kubelet sends SIGTERM, it drains, the other replica leads and reaps the rest."""
+    install = story.install
+    assert install is not None
+    install.wait(
+        lambda: any(e.get("event") == "pod.reaped" for e in install.logs()),
+        "the first zombie reaped",
+    )
+    leader = install.leader()
+    assert leader is not None
+    story.usage["storm"] = install.usage()[leader]
+    started = time.monotonic()
+    install.kubectl("--namespace", ZOMBIED_NAMESPACE, "delete", "pod", leader, "--wait=false")
+    install.wait(lambda: install.leader() not in (None, leader), "the other replica to lead")
+    story.failover_s = time.monotonic() - started
 
 
 def _return_and_lose(story: Story) -> None:
@@ -416,7 +529,7 @@ class _Viewer:
 
     def view(self) -> None:
         story = self.story
-        kubeconfig = str(story.cluster.kubeconfig(ZOMBIED_USER))
+        kubeconfig = str(story.cluster.kubeconfig(VIEWER))
         base = [sys.executable, "-m", "zombied"]
         common = [f"--kubeconfig={kubeconfig}", f"--namespaces={NAMESPACE}", f"--rules={RULES}"]
         terminal = [

@@ -38,17 +38,13 @@ def config_reference() -> str:
 
     rows = []
     for option in OPTIONS:
-        flag = option.flag
-        if option.const is not None:
-            flag += f"[={option.value.metavar}]"
-        else:
-            flag += f" {option.value.metavar}"
+        flag = option.flag + (f"[={option.metavar}]" if option.const else f" {option.metavar}")
         spellings = [f"`{alias}`" for alias in (option.short, *option.aliases) if alias]
         rows.append(
             (
                 f"`{flag}`" + (f" ({', '.join(spellings)})" if spellings else ""),
                 f"`{option.env}`" if option.env else "flag only",
-                option.shown_default(),
+                option.shown,
                 ", ".join(command for command in COMMANDS if command in option.commands),
                 option.help,
             )

@@ -18,7 +18,9 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
-from zombied.config import OPTIONS, DryRun
+from pydantic.alias_generators import to_camel
+from zombied.config import OPTIONS, DryRun, load_config
+from zombied.errors import ConfigError
 from zombied.rules import SPEC_FIELDS
 
 from . import helm
@@ -200,11 +202,23 @@ def test_the_charts_own_options_are_refused_naming_what_sets_them(case: str) -> 
         assert name in result.stderr
 
 
-def test_config_schema_takes_exactly_the_keys_zombied_reads() -> None:
+def test_config_schema_takes_exactly_the_keys_zombied_reads(tmp_path: Path) -> None:
     schema = json.loads((helm.CHART / "values.schema.json").read_text(encoding="utf-8"))
     config = schema["properties"]["config"]
     assert config["additionalProperties"] is False
-    assert set(config["properties"]) == {option.key for option in OPTIONS if option.key}
+
+    def zombied_reads(key: str) -> bool:
+        # A key with no value leaves the option's default; an unknown one is refused.
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(f"{key}:\n", encoding="utf-8")
+        try:
+            load_config("run", ["--config", str(path)], {})
+        except ConfigError:
+            return False
+        return True
+
+    candidates = {to_camel(option.name) for option in OPTIONS} | set(config["properties"])
+    assert {key for key in candidates if zombied_reads(key)} == set(config["properties"])
     rule = config["properties"]["rules"]["items"]
     assert (rule["additionalProperties"], set(rule["properties"])) == (False, set(SPEC_FIELDS))
 

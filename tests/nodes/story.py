@@ -40,7 +40,6 @@ VIEWER = "viewer"
 #: The min age zombied runs with here, for both rules (defaults: 30 s and 5 minutes):
 #: long enough for ``scan`` and ``explain`` to see each zombie before it is due.
 MIN_AGE_S = 20
-RULES = f"node-shutdown={MIN_AGE_S}s,admission-rejected={MIN_AGE_S}s"
 #: Every pod of the story runs in this namespace; zombied watches only it.
 NAMESPACE = "spot-story"
 STEP_TIMEOUT = 120.0
@@ -176,9 +175,7 @@ def _operate(story: Story) -> None:
     assert install is not None
     before = {p["metadata"]["name"] for p in install.pods()}
     started = time.monotonic()
-    install.helm_install(
-        helm_values(install.image, extraArgs=[f"--rules={RULES}", "--qps=25"]), upgrade=True
-    )
+    install.helm_install(helm_values(install.image, extraArgs=["--qps=25"]), upgrade=True)
     install.wait(lambda: not before & {p["metadata"]["name"] for p in install.pods()}, "new pods")
     install.wait(install.leader, "a leader after the upgrade")
     story.operations["upgraded_s"] = time.monotonic() - started
@@ -233,22 +230,41 @@ def _observe(story: Story) -> None:
     story.events = body["items"]
 
 
+#: zombied's configuration file in the install (its ConfigMap): the story's min ages
+#: and a rule of the operator's own, which selects no pod of the story.
+CONFIG = {
+    "rules": [
+        {"name": "node-shutdown", "minAge": f"{MIN_AGE_S}s"},
+        {"name": "admission-rejected", "minAge": f"{MIN_AGE_S}s"},
+        {
+            "name": "deadline-exceeded",
+            "phases": ["Failed"],
+            "reasons": ["DeadlineExceeded"],
+            "minAge": "1h",
+        },
+    ]
+}
+
+
 def helm_values(image: str, **more: Any) -> dict[str, Any]:
-    """The chart's values: the image built here, the story's min ages, ``more``."""
+    """The chart's values: the image built here, the story's configuration, ``more``."""
     name, tag = image.rsplit(":", 1)
     return {
         "image": {"repository": name, "tag": tag, "pullPolicy": "Never"},
-        "extraArgs": [f"--rules={RULES}"],
+        "config": CONFIG,
         **more,
     }
 
 
 def _kustomize(install: Install) -> float:
     """``kubectl apply -k`` of the kustomize tree, as a user would with an overlay naming
-    their image; both replicas ready and one leading; then ``kubectl delete -k``. The
-    seconds from apply to a leader."""
+    their image (and, on a server before 1.27, without the disruption budget); both
+    replicas ready and one leading; then ``kubectl delete -k``. The seconds from apply
+    to a leader."""
+    old = install.cluster.release.version == "v1.20.2"
     overlay = install.kustomization(
         "",
+        ["no-disruption-budget"] if old else [],
         [
             {
                 "apiVersion": "apps/v1",
@@ -531,7 +547,9 @@ class _Viewer:
         story = self.story
         kubeconfig = str(story.cluster.kubeconfig(VIEWER))
         base = [sys.executable, "-m", "zombied"]
-        common = [f"--kubeconfig={kubeconfig}", f"--namespaces={NAMESPACE}", f"--rules={RULES}"]
+        config = story.workdir / "zombied.yaml"
+        config.write_text(json.dumps(CONFIG))
+        common = [f"--kubeconfig={kubeconfig}", f"--namespaces={NAMESPACE}", f"--config={config}"]
         terminal = [
             p["metadata"]["name"]
             for p in story.recorder.latest()

@@ -130,6 +130,20 @@ class Story:
 
     # ------------------------------------------------------------------ reading
 
+    def figures(self) -> dict[str, Any]:
+        """What was measured, for the record (written beside the story's logs)."""
+        return {
+            "release": self.version,
+            "kubelet released its shutdown lock after s": round(self.released_after_s, 1),
+            "kubectl apply -k to a leader, s": round(self.kustomized_s, 1),
+            "helm install to a leader, s": round(self.ready_s, 1),
+            "leader's pod deleted, the other leads after s": round(self.failover_s, 1),
+            **{f"{name}": round(value, 1) for name, value in self.operations.items()},
+            "leader's CPU (millicores) and working set (MiB)": {
+                when: [cpu, round(memory / 2**20, 1)] for when, (cpu, memory) in self.usage.items()
+            },
+        }
+
     def zombied_log(self) -> list[dict[str, Any]]:
         assert self.install is not None
         return self.install.logs()
@@ -164,6 +178,7 @@ def tell(cluster: NodeCluster, workdir: Path, helm: str) -> Story:
             _observe(story)
         _operate(story)
         install.helm_uninstall()
+    (workdir / "figures.json").write_text(json.dumps(story.figures(), indent=1))
     return story
 
 
@@ -175,7 +190,11 @@ def _operate(story: Story) -> None:
     assert install is not None
     before = {p["metadata"]["name"] for p in install.pods()}
     started = time.monotonic()
-    install.helm_install(helm_values(install.image, extraArgs=["--qps=25"]), upgrade=True)
+    # Another argument, and one rule more in the config file: the pods roll.
+    config = {"rules": [*CONFIG["rules"], {"name": "evicted", "minAge": "1h"}]}
+    install.helm_install(
+        helm_values(install.image, extraArgs=["--qps=25"], config=config), upgrade=True
+    )
     install.wait(lambda: not before & {p["metadata"]["name"] for p in install.pods()}, "new pods")
     install.wait(install.leader, "a leader after the upgrade")
     story.operations["upgraded_s"] = time.monotonic() - started

@@ -24,7 +24,8 @@
 #                    kubectl CronJob, storms and memory on the simulator (QUICK=1: small sizes)
 #   make soak        chaos soak (SOAK_S=600 s) and tests/reliability at deep hypothesis budgets
 #   make soak-ci     the chaos soak alone, CI_SOAK_S=15 s: what .ci/run adds to `make test`
-#   make image       container image (builds the wheel when no Docker engine is reachable)
+#   make image       the container image IMAGE:VERSION, with Docker if an engine answers,
+#                    else buildah (PYTHON_BASE=...: another Python base image)
 #   make docs        regenerate the generated sections of README.md and docs/*.md
 #   make prometheus  unpack Debian's Prometheus 2.42 (server and promtool) for the tests
 #   make monitoring-plot  redraw bench/monitoring.png from a Prometheus scraping a storm
@@ -147,13 +148,19 @@ soak: $(STAMP)
 soak-ci: $(STAMP)
 	SOAK_S=$(CI_SOAK_S) $(PYTEST) tests/reliability/test_soak.py -m slow -s -p no:cacheprovider
 
-image: $(STAMP)
-	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
-		docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) . ; \
+# With what the machine has: a Docker engine that answers, else buildah (into the
+# user's default storage). PYTHON_BASE names another Python base than the official image,
+# for a machine that cannot pull it.
+image:
+	@args=(--build-arg VERSION=$(VERSION) $(if $(PYTHON_BASE),--build-arg PYTHON_BASE=$(PYTHON_BASE)) \
+		-t $(IMAGE):$(VERSION) .); \
+	if command -v docker >/dev/null && docker info >/dev/null 2>&1; then \
+		docker build "$${args[@]}"; \
+	elif command -v buildah >/dev/null; then \
+		buildah bud "$${args[@]}"; \
 	else \
-		echo "No Docker engine reachable (docker info failed): building the wheel into dist/ instead."; \
-		echo "Build the image on a machine with Docker: docker build -t $(IMAGE):$(VERSION) ."; \
-		$(PY) -m build --wheel --outdir dist . ; \
+		echo "make image needs a Docker engine that answers (docker info) or buildah (apt-get install buildah)" >&2; \
+		exit 1; \
 	fi
 
 prometheus: $(PROMTOOL)

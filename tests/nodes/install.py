@@ -113,9 +113,11 @@ class Install:
             check=True,
         )
 
-    def kustomization(self, tree: str, patches: list[dict[str, Any]]) -> Path:
-        """An overlay of ``manifests/<tree>`` naming the image built here, as a user's
-        overlay names their registry's."""
+    def kustomization(
+        self, tree: str, components: list[str], patches: list[dict[str, Any]]
+    ) -> Path:
+        """An overlay of ``manifests/<tree>`` with ``manifests/components/<components>``,
+        naming the image built here, as a user's overlay names their registry's."""
         directory = self.workdir / "overlay"
         directory.mkdir(exist_ok=True)
         name, tag = self.image.rsplit(":", 1)
@@ -123,6 +125,10 @@ class Install:
             "apiVersion": "kustomize.config.k8s.io/v1beta1",
             "kind": "Kustomization",
             "resources": [os.path.relpath(REPO / "manifests" / tree, directory)],
+            "components": [
+                os.path.relpath(REPO / "manifests" / "components" / name, directory)
+                for name in components
+            ],
             "images": [{"name": "registry.example.com/zombied", "newName": name, "newTag": tag}],
             "patches": [{"patch": json.dumps(patch)} for patch in patches],
         }

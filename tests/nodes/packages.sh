@@ -14,6 +14,7 @@ declare -A wanted=(
     [socat]=socat
     [nsenter]=util-linux
     [ip]=iproute2
+    [buildah]=buildah [mmdebstrap]=mmdebstrap
 )
 missing=()
 for thing in "${!wanted[@]}"; do

@@ -68,8 +68,11 @@ install_result() {
     echo "$REF built by $(buildah --version) on $BASE_REF" >"$work/out/VERSION"
     rm -rf "$out"
     mv "$work/out" "$out"
-    # Earlier builds of other sources are of no more use.
-    find "$cache" -maxdepth 1 -name 'image-*' -not -name "$name*" -exec rm -rf {} +
+    # Builds of other sources (other checkouts, earlier commits): the three newest stay.
+    local old
+    while read -r old; do
+        rm -rf "$old" "$old.lock"
+    done < <(ls -1dt "$cache"/image-*/ | tail -n +4 | sed 's|/$||')
 }
 
 main() {

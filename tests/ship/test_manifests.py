@@ -1,26 +1,34 @@
 """The kustomize manifests, rendered with the real ``kubectl kustomize``, validate against
 the Kubernetes schemas (strictly) and say what we ship: probes, a locked-down security
-context, a grace period above the drain timeout, a disruption budget, the recommended
-labels, the leader-election Role limited to its Lease.
+context, a grace period above the drain timeout, a disruption budget that never blocks a
+drain, the config file, the recommended labels, the leader-election Role limited to its
+Lease. The kustomizations the docs show render what they say.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import kubernetes_validate
 import pytest
-from zombied.config import Config, load_config
+from zombied.config import Config, RunConfig
 
 from .manifests import (
     BASE,
     NAMESPACED,
     OVERLAY_NAMESPACES,
+    ROOT,
     Obj,
     container,
     find,
     flag_value,
+    mounted_files,
     one,
+    overlay,
+    pod_config,
     render,
 )
+from .markdown import code_blocks
 
 # One process renders each variant once for all of these tests.
 pytestmark = [pytest.mark.kubectl, pytest.mark.xdist_group("manifests")]
@@ -51,12 +59,23 @@ def namespaced() -> list[Obj]:
     return render(NAMESPACED)
 
 
-def _config(objects: list[Obj]) -> Config:
-    """The configuration the Deployment's arguments give zombied, as the kubelet runs it."""
-    main = container(objects)
-    env = {item["name"]: "zombied" for item in main["env"] if item["name"] == "POD_NAMESPACE"}
-    args = [arg.replace("$(POD_NAMESPACE)", env["POD_NAMESPACE"]) for arg in main["args"]]
-    return load_config(args[0], args[1:], {})
+def _config(objects: list[Obj], directory: Path) -> Config:
+    """The configuration zombied runs with in the Deployment's pod, as the kubelet runs it."""
+    config = pod_config(objects, "zombied", directory)
+    assert isinstance(config, RunConfig)
+    return config
+
+
+def _documented(marker: str) -> list[str]:
+    """The kustomizations the README and docs/operations.md show that hold ``marker``."""
+    blocks = [
+        block
+        for page in (ROOT / "README.md", ROOT / "docs" / "operations.md")
+        for block in code_blocks(page.read_text(encoding="utf-8"), "yaml")
+        if block.startswith("# kustomization.yaml") and marker in block
+    ]
+    assert blocks, f"no kustomization with {marker!r} in the docs"
+    return blocks
 
 
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
@@ -85,25 +104,27 @@ def test_everything_namespaced_lives_in_the_zombied_namespace(rendered: list[Obj
             assert obj["metadata"]["namespace"] == "zombied", f"{kind}/{obj['metadata']['name']}"
 
 
-def test_deployment_runs_two_replicas_with_leader_election(rendered: list[Obj]) -> None:
+def test_deployment_runs_two_replicas_with_leader_election(
+    rendered: list[Obj], tmp_path: Path
+) -> None:
     spec = one(rendered, "Deployment", "zombied")["spec"]
     assert spec["replicas"] == 2
     assert spec["selector"]["matchLabels"] == SELECTOR
     assert SELECTOR.items() <= spec["template"]["metadata"]["labels"].items()
     assert spec["template"]["spec"]["serviceAccountName"] == "zombied"
     # The arguments are valid zombied options, as the kubelet runs them.
-    config = _config(rendered)
+    config = _config(rendered, tmp_path)
     assert (config.command, config.leader_elect) == ("run", True)
     assert (config.lease_namespace, config.log_format) == ("zombied", "json")
 
 
-def test_probes_point_at_health_and_readiness(rendered: list[Obj]) -> None:
+def test_probes_point_at_health_and_readiness(rendered: list[Obj], tmp_path: Path) -> None:
     main = container(rendered)
     ports = {port["name"]: port["containerPort"] for port in main["ports"]}
     assert ports == {"http": 8080}
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert _config(rendered).listen_port == 8080
+    assert _config(rendered, tmp_path).listen_port == 8080
 
 
 def test_metrics_are_scrapeable(rendered: list[Obj]) -> None:
@@ -117,10 +138,10 @@ def test_metrics_are_scrapeable(rendered: list[Obj]) -> None:
     assert service["spec"]["ports"][0]["targetPort"] == "http"
 
 
-def test_grace_period_outlasts_the_drain_timeout(rendered: list[Obj]) -> None:
+def test_grace_period_outlasts_the_drain_timeout(rendered: list[Obj], tmp_path: Path) -> None:
     pod_spec = one(rendered, "Deployment", "zombied")["spec"]["template"]["spec"]
     assert flag_value(container(rendered)["args"], "--drain-timeout") is not None
-    drain = _config(rendered).drain_timeout
+    drain = _config(rendered, tmp_path).drain_timeout
     # The kubelet's SIGKILL must come after zombied has drained and exited on its own.
     assert pod_spec["terminationGracePeriodSeconds"] >= drain + 5
 
@@ -175,10 +196,66 @@ def test_replicas_spread_and_avoid_preemptible_nodes(rendered: list[Obj]) -> Non
     assert "tolerations" not in pod_spec
 
 
-def test_disruption_budget_keeps_one_replica(rendered: list[Obj]) -> None:
+def test_disruption_budget_keeps_one_replica_and_never_blocks_a_drain(
+    rendered: list[Obj],
+) -> None:
     pdb = one(rendered, "PodDisruptionBudget", "zombied")
     assert pdb["spec"]["minAvailable"] == 1
+    # Replicas that are not ready (broken RBAC) are evicted whatever the budget says.
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     assert pdb["spec"]["selector"]["matchLabels"] == SELECTOR
+
+
+def test_old_servers_get_everything_but_the_budget(base: list[Obj], tmp_path: Path) -> None:
+    # Kubernetes before 1.27 has no unhealthyPodEvictionPolicy, 1.20 no policy/v1 at all.
+    for index, block in enumerate(_documented("no-disruption-budget")):
+        objects = render(overlay(tmp_path / str(index), block))
+        assert not find(objects, "PodDisruptionBudget")
+        assert objects == [obj for obj in base if obj["kind"] != "PodDisruptionBudget"]
+
+
+def test_config_file_is_mounted_read_only_and_named_in_the_environment(
+    rendered: list[Obj], tmp_path: Path
+) -> None:
+    main = container(rendered)
+    assert main["volumeMounts"] == [
+        {"name": "config", "mountPath": "/etc/zombied", "readOnly": True}
+    ]
+    env = {item["name"]: item.get("value") for item in main["env"]}
+    assert env["ZOMBIED_CONFIG"] in mounted_files(rendered)
+    # Empty: zombied's defaults.
+    assert _config(rendered, tmp_path).rules.names == ("node-shutdown", "admission-rejected")
+
+
+def test_an_overlay_replaces_the_config_file_and_rolls_the_pods(
+    base: list[Obj], tmp_path: Path
+) -> None:
+    def config_map_name(objects: list[Obj]) -> str:
+        pod = one(objects, "Deployment", "zombied")["spec"]["template"]["spec"]
+        name: str = pod["volumes"][0]["configMap"]["name"]
+        one(objects, "ConfigMap", name)
+        return name
+
+    rules = "rules:\n  - name: node-shutdown\n  - name: evicted\n    minAge: 1h\n"
+    for index, block in enumerate(_documented("behavior: replace")):
+        directory = overlay(tmp_path / str(index), block, {"config.yaml": rules})
+        objects = render(directory)
+        assert len(find(objects, "ConfigMap")) == 1
+        # A new name is a new pod template: the pods roll.
+        assert config_map_name(objects) != config_map_name(base)
+        assert _config(objects, directory).rules.names == ("node-shutdown", "evicted")
+
+
+def test_the_documented_port_patch_moves_the_probes_and_the_scrape(tmp_path: Path) -> None:
+    (block,) = _documented("containerPort")
+    objects = render(overlay(tmp_path, block))
+    (port,) = container(objects)["ports"]
+    annotations = one(objects, "Deployment", "zombied")["spec"]["template"]["metadata"][
+        "annotations"
+    ]
+    assert port["name"] == container(objects)["readinessProbe"]["httpGet"]["port"]
+    listen = _config(objects, tmp_path).listen_port
+    assert listen == port["containerPort"] == int(annotations["prometheus.io/port"]) != 8080
 
 
 def _rules(role: Obj) -> set[tuple[str, str, str, tuple[str, ...]]]:
@@ -191,7 +268,7 @@ def _rules(role: Obj) -> set[tuple[str, str, str, tuple[str, ...]]]:
     }
 
 
-def test_leader_election_role_is_limited_to_its_lease(rendered: list[Obj]) -> None:
+def test_leader_election_role_is_limited_to_its_lease(rendered: list[Obj], tmp_path: Path) -> None:
     role = one(rendered, "Role", "zombied-leader-election")
     assert role["metadata"]["namespace"] == "zombied"
     assert _rules(role) == {
@@ -199,18 +276,20 @@ def test_leader_election_role_is_limited_to_its_lease(rendered: list[Obj]) -> No
         ("coordination.k8s.io", "leases", "get", ("zombied",)),
         ("coordination.k8s.io", "leases", "update", ("zombied",)),
     }
-    assert _config(rendered).lease_name == "zombied"
+    assert _config(rendered, tmp_path).lease_name == "zombied"
     binding = one(rendered, "RoleBinding", "zombied-leader-election")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "zombied", "namespace": "zombied"}
     ]
 
 
-def test_namespaced_overlay_grants_only_the_watched_namespaces(namespaced: list[Obj]) -> None:
+def test_namespaced_overlay_grants_only_the_watched_namespaces(
+    namespaced: list[Obj], tmp_path: Path
+) -> None:
     # Which verbs the roles hold is test_rbac_real's: exactly what the daemon needs.
     assert not find(namespaced, "ClusterRole")
     assert not find(namespaced, "ClusterRoleBinding")
-    assert _config(namespaced).namespaces == OVERLAY_NAMESPACES
+    assert _config(namespaced, tmp_path).namespaces == OVERLAY_NAMESPACES
     for kind in ("Role", "RoleBinding"):
         where = {obj["metadata"]["namespace"] for obj in find(namespaced, kind, "zombied")}
         assert where == set(OVERLAY_NAMESPACES)

@@ -41,10 +41,12 @@ FOREIGN_FLAGS = frozenset(
         "--set",  # helm
         "--create-namespace",
         "--reuse-values",
+        "--kube-version",
+        "--build-arg",  # docker build, buildah bud
     }
 )
 #: YAML blocks that are another program's file say so on their first line.
-FOREIGN_YAML = ("# kustomization.yaml", "# prometheus.yml")
+FOREIGN_YAML = ("# kustomization.yaml", "# prometheus.yml", "# values.yaml")
 
 
 def _id(path: Path) -> str:

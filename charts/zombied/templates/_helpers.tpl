@@ -55,3 +55,34 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- .Values.priorityClassName -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The options the chart sets from its values, each with the value that sets it instead.
+Given again in extraArgs, the later flag would win over the chart's (a --listen the
+probes do not follow, a Lease the Role does not allow); in config, the chart's flag
+would win over the file, silently. Both are refused. flag: [config key, instead].
+*/}}
+{{- define "zombied.checkOptions" -}}
+{{- $owned := dict
+  "listen" (list "listen" "set listenPort instead (the container port and the probes follow it)")
+  "namespaces" (list "namespaces" "set mode=namespaced and namespaces instead (the Roles follow them)")
+  "leader-elect" (list "leaderElect" "every replica elects a leader")
+  "lease-name" (list "leaseName" "the Lease is named after the release (fullnameOverride), as the leader-election Role allows")
+  "lease-namespace" (list "leaseNamespace" "the Lease is in the release namespace, as the leader-election Role allows")
+  "drain-timeout" (list "drainTimeout" "the drain must end within the pods' terminationGracePeriodSeconds")
+  "log-format" (list "logFormat" "the pods log JSON lines")
+  "config" (list "" "set config instead (the chart mounts it and rolls the pods when it changes)")
+-}}
+{{- range .Values.extraArgs }}
+{{- $flag := regexReplaceAll "^--([^=]*).*$" . "${1}" }}
+{{- with get $owned $flag }}
+{{- fail (printf "extraArgs: --%s is set by the chart; %s" $flag (index . 1)) }}
+{{- end }}
+{{- end }}
+{{- range $flag, $spec := $owned }}
+{{- $key := index $spec 0 }}
+{{- if and $key (hasKey $.Values.config $key) }}
+{{- fail (printf "config: %s is set by the chart's --%s, which wins over the file; %s" $key $flag (index $spec 1)) }}
+{{- end }}
+{{- end }}
+{{- end -}}

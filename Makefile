@@ -22,7 +22,8 @@
 #   make fmt         rewrite the code in the house style
 #   make bench       benchmark at zombied's defaults: a real kube-apiserver against the
 #                    kubectl CronJob, storms and memory on the simulator (QUICK=1: small sizes)
-#   make soak        chaos soak (SOAK_S=600 s) and tests/reliability at deep hypothesis budgets
+#   make soak        chaos soak (SOAK_S=600 s), tests/reliability at deep hypothesis budgets,
+#                    and zombied in a pod outliving its first ten-minute token
 #   make soak-ci     the chaos soak alone, CI_SOAK_S=15 s: what .ci/run adds to `make test`
 #   make image       the container image IMAGE:VERSION, with Docker if an engine answers,
 #                    else buildah (PYTHON_BASE=...: another Python base image)
@@ -142,8 +143,9 @@ bench: $(STAMP) real-apiserver
 
 # The soak runs for SOAK_S seconds; the per-test timeout leaves room for setup and drain.
 # With SOAK_S set, the property tests of tests/reliability take their nightly budgets.
-soak: $(STAMP)
-	SOAK_S=$(SOAK_S) $(PYTEST) tests/reliability -s --timeout=$$(( $(SOAK_S) + 300 )) -p no:cacheprovider
+soak: $(STAMP) real-apiserver node-packages
+	SOAK_S=$(SOAK_S) $(REAL) $(PYTEST) tests/reliability tests/nodes/test_token_rotation.py -s \
+		--timeout=$$(( $(SOAK_S) + 1800 )) -p no:cacheprovider
 
 soak-ci: $(STAMP)
 	SOAK_S=$(CI_SOAK_S) $(PYTEST) tests/reliability/test_soak.py -m slow -s -p no:cacheprovider

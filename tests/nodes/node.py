@@ -494,6 +494,20 @@ class Node:
         """Import an image archive into the node's containerd; it stays across boots."""
         self.ctr("images", "import", "--no-unpack", str(archive))
 
+    def run(self, *args: str, timeout: float = 30.0) -> str:
+        """Run a command in the node's namespaces (its mounts: a pod's volumes are
+        mounted there only); its output, or `ClusterError`."""
+        done = subprocess.run(
+            ["nsenter", f"--target={self._namespace_pid()}", "--mount", "--pid", "--net", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ClusterError(f"node {self.name}: {' '.join(args)}: {done.stderr.strip()[-300:]}")
+        return done.stdout
+
     def fetch(self, url: str, timeout: float = 10.0) -> str:
         """GET ``url`` from inside the node's network namespace (a pod's address, the
         kubelet's ports): the answer's body, or `ClusterError`."""

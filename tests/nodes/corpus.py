@@ -31,12 +31,14 @@ _DIGITS = re.compile(r"\d+")
 _HASHED = ("pod-template-hash", "controller-revision-hash")
 
 
-def last_seen(seen: list[Seen]) -> Seen:
+def last_seen(seen: list[Seen], until: float = float("inf")) -> Seen:
     """The pod as the kubelet left it: its last terminal state before anyone deleted it
-    (a mirror pod turns Running again when its node returns), else its last state."""
+    (a mirror pod turns Running again when its node returns), else its last state; of
+    the states seen before monotonic time ``until`` when there are any."""
     alive = [
         s for s in seen if s.type != "DELETED" and not s.pod["metadata"].get("deletionTimestamp")
     ]
+    alive = [s for s in alive if s.at < until] or alive
     terminal = [s for s in alive if s.pod.get("status", {}).get("phase") in ("Succeeded", "Failed")]
     return (terminal or alive or seen)[-1]
 
@@ -149,7 +151,9 @@ def entries(story: Story) -> list[dict[str, Any]]:
         role = story.roles.get(uid)
         if role is None or role in found:
             continue
-        last = last_seen(seen)
+        # As the kubelet of the role's part of the story left it: a returning kubelet
+        # writes a terminal pod's container states again, or not, depending on when.
+        last = last_seen(seen, until=story.phase_end(ROLES[role][0]))
         pod = last.pod
         found[role] = {
             "role": role,

@@ -108,6 +108,8 @@ class Story:
     #: The leader's pod deleted while the shutdown's zombies came due: seconds until the
     #: other replica led.
     failover_s: float = 0.0
+    #: Monotonic times the leader's pod was deleted and the other replica led.
+    handover: tuple[float, float] = (0.0, 0.0)
     #: The leader's /metrics at the end, and the Reaped Events in the story's namespace.
     metrics: str = ""
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -143,6 +145,12 @@ class Story:
                 when: [cpu, round(memory / 2**20, 1)] for when, (cpu, memory) in self.usage.items()
             },
         }
+
+    def phase_end(self, phase: str) -> float:
+        """The monotonic time the part of the story after ``phase`` began."""
+        names = list(self.phases)
+        later = names[names.index(phase) + 1 :] if phase in names else []
+        return self.phases[later[0]] if later else float("inf")
 
     def zombied_log(self) -> list[dict[str, Any]]:
         assert self.install is not None
@@ -447,7 +455,8 @@ def _hand_over(story: Story) -> None:
     started = time.monotonic()
     install.kubectl("--namespace", ZOMBIED_NAMESPACE, "delete", "pod", leader, "--wait=false")
     install.wait(lambda: install.leader() not in (None, leader), "the other replica to lead")
-    story.failover_s = time.monotonic() - started
+    story.handover = (started, time.monotonic())
+    story.failover_s = story.handover[1] - started
 
 
 def _return_and_lose(story: Story) -> None:

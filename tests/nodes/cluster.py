@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tests.nodes.images import busybox_image, pause_image
 from tests.nodes.node import API_PORT, SERVICE_IP, Node, missing_tools
@@ -184,12 +183,6 @@ class NodeCluster(RealCluster):
         return path
 
     # ------------------------------------------------------------------ for tests
-
-    def node(self, name: str) -> dict[str, Any]:
-        status, body = self.request("GET", f"/api/v1/nodes/{name}")
-        if status != 200:
-            raise ClusterError(f"GET node {name}: {status} {body}")
-        return dict(body)
 
     def ready(self, name: str) -> bool:
         status, body = self.request("GET", f"/api/v1/nodes/{name}")

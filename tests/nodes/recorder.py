@@ -88,7 +88,3 @@ class PodRecorder:
     def latest(self) -> list[dict[str, Any]]:
         """The last version of every pod still there."""
         return [seen[-1].pod for seen in self.pods().values() if seen[-1].type != "DELETED"]
-
-    def named(self, name: str) -> list[list[Seen]]:
-        """The histories of every pod that had ``name`` (a StatefulSet reuses names)."""
-        return [seen for seen in self.pods().values() if seen[0].pod["metadata"]["name"] == name]

@@ -105,6 +105,8 @@ class Story:
     #: Seconds from ``kubectl apply -k`` to a leader; from ``helm install`` to a leader.
     kustomized_s: float = 0.0
     ready_s: float = 0.0
+    #: The nodes helm's install put zombied's replicas on.
+    placed: list[str] = field(default_factory=list)
     #: The leader's pod deleted while the shutdown's zombies came due: seconds until the
     #: other replica led.
     failover_s: float = 0.0
@@ -178,6 +180,7 @@ def tell(cluster: NodeCluster, workdir: Path, helm: str) -> Story:
         install.helm_install(helm_values(image))
         install.wait(install.leader, "a leader")
         story.ready_s = time.monotonic() - started
+        story.placed = sorted(p["spec"]["nodeName"] for p in install.pods())
         with _Viewer(story):
             _shutdown(story)
             _return_and_lose(story)

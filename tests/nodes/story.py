@@ -344,6 +344,12 @@ def _phase(pod: dict[str, Any]) -> str:
     return str(pod.get("status", {}).get("phase", ""))
 
 
+def _stopped(pod: dict[str, Any]) -> bool:
+    """Whether no container of the pod is written as running or waiting."""
+    statuses = pod.get("status", {}).get("containerStatuses", [])
+    return all("terminated" in c.get("state", {}) for c in statuses)
+
+
 def _resynced(story: Story, node: str, bound: list[dict[str, Any]]) -> bool:
     """Whether the node's kubelet, since its last boot, has written every pod that was
     bound to it and not terminal: each now runs its containers or is terminal."""
@@ -527,12 +533,15 @@ def _disk_pressure(story: Story) -> None:
         ["sh", "-c", "dd if=/dev/zero of=/fill bs=1M count=1500; sleep 3600"], node=SPOT
     )
     _name_roles(story, [_post(story, w.pod("pressure", filler))])
+    # The kubelet writes the pod Failed at once and its container's end when the
+    # container has stopped; the node goes only after both, or which the corpus records
+    # would be a race.
     _wait(
         lambda: any(
-            p["metadata"]["name"] == "pressure" and _phase(p) == "Failed"
+            p["metadata"]["name"] == "pressure" and _phase(p) == "Failed" and _stopped(p)
             for p in story.recorder.latest()
         ),
-        "the kubelet to evict the pod",
+        "the kubelet to evict the pod and stop its container",
     )
     node.kill()
 

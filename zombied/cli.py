@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: list[str]) -> int:
     import anyio  # noqa: PLC0415
 
-    from zombied.config import COMMANDS, ExplainConfig, RunConfig, load_config  # noqa: PLC0415
+    from zombied.config import COMMANDS, load_config  # noqa: PLC0415
     from zombied.log import configure_logging  # noqa: PLC0415
 
     if not args or args[0] in ("-h", "--help"):
@@ -92,11 +92,11 @@ def _main(args: list[str]) -> int:
         config.log_format, config.log_level, sys.stdout if command == "run" else sys.stderr
     )
     try:
-        if isinstance(config, RunConfig):
+        if config.command == "run":
             from zombied.daemon import serve  # noqa: PLC0415
 
             return anyio.run(serve, config, backend="asyncio")
-        if isinstance(config, ExplainConfig):
+        if config.command == "explain":
             from zombied.explain import run_explain  # noqa: PLC0415
 
             return anyio.run(run_explain, config, backend="asyncio")

@@ -1,9 +1,10 @@
-"""Every setting of zombied, from one table; one typed configuration per command.
+"""Every setting of zombied, from one table, and the configuration a command runs with.
 
 The table is the pydantic model `Options`: a field per option, whose type checks its
 value and whose `Option` says how it is given: a flag, an environment variable and a
 camelCase key of the ``--config`` file (flag > environment > file > default). Every
-value given is checked, whichever source wins; argparse reads the command line. Every
+value given is checked, whichever source wins; argparse reads the command line. A
+command runs with a `Config`: its options, with the rules they enable built. Every
 problem is a `ConfigError` naming the option, its source and, in a file, the line.
 What makes a rule valid `zombied.rules` decides. It reads files, never the cluster.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Final, Literal, NoReturn
+from typing import Annotated, Any, Final, Literal, NoReturn
 
 import pydantic
 import yaml
@@ -54,78 +55,6 @@ class DryRun(StrEnum):
     OFF = "off"
     CLIENT = "client"
     SERVER = "server"
-
-
-@dataclass(frozen=True, kw_only=True)
-class CommonConfig:
-    """What every command takes; `load_config` fills every field from the table."""
-
-    command: ClassVar[str]
-    config_file: str | None
-    kubeconfig: str | None
-    context: str | None
-    namespaces: tuple[str, ...]  # empty: every namespace
-    exclude_namespaces: tuple[str, ...]
-    label_selector: str
-    rules: RuleSet
-    dry_run: DryRun
-    log_format: str
-    log_level: str
-
-    def __post_init__(self) -> None:
-        # The rules judge pods by the selection the watches are built from, whatever made it.
-        scope = Selection(self.namespaces, self.exclude_namespaces, self.label_selector)
-        object.__setattr__(self, "rules", dataclasses.replace(self.rules, scope=scope))
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunConfig(CommonConfig):
-    """``zombied run``: the controller."""
-
-    command: ClassVar[str] = "run"
-    qps: float
-    burst: int
-    max_in_flight: int
-    listen_host: str
-    listen_port: int
-    drain_timeout: float
-    leader_elect: bool
-    lease_name: str
-    lease_namespace: str | None  # None: the pod's own namespace, else "default"
-    lease_duration: float
-    renew_deadline: float
-    retry_period: float
-    watch_timeout_min: float
-    watch_timeout_max: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScanConfig(CommonConfig):
-    """``zombied scan``: one listing, and with ``delete`` one reaping pass."""
-
-    command: ClassVar[str] = "scan"
-    namespace: str | None  # the namespace listed, as kubectl's; None: all of them (-A)
-    qps: float
-    burst: int
-    max_in_flight: int
-    output: str
-    no_headers: bool
-    delete: bool
-    waiting: bool  # also list the pods that match a rule but are not yet due
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExplainConfig(CommonConfig):
-    """``zombied explain``: one pod, judged as ``run`` would judge it."""
-
-    command: ClassVar[str] = "explain"
-    target: tuple[str, str]  # the pod's namespace and name
-    output: str
-
-
-AnyConfig = RunConfig | ScanConfig | ExplainConfig
-#: The daemon's configuration under the name it has always imported.
-Config = RunConfig
 
 
 # -- values: pydantic types, read from text (flags, environment, file) or YAML ---------
@@ -249,16 +178,16 @@ class Options(pydantic.BaseModel, frozen=True, str_strip_whitespace=True):
     """Every option: its field's type checks its value, its `Option` says how it is given."""
 
     config: Annotated[str | None, Option(
-        "YAML file of these options (by camelCase key) and rules", "FILE")]
+        "YAML file of these options (by camelCase key) and rules", "FILE")] = None
     kubeconfig: Annotated[Text | None, Option("kubeconfig file", "PATH",
-        shown="in-cluster service account, else $KUBECONFIG or ~/.kube/config")]
-    context: Annotated[Text | None, Option("kubeconfig context", "NAME", shown="current")]
-    namespaces: Annotated[Annotated[Namespaces, _check(len, "must name a namespace; to work "
-        "in every one, leave it unset")] | None, Option(
-        "comma-separated namespaces zombied works in", "NS,...", shown="all")]
+        shown="in-cluster service account, else $KUBECONFIG or ~/.kube/config")] = None
+    context: Annotated[Text | None, Option("kubeconfig context", "NAME", shown="current")] = None
+    namespaces: Annotated[Namespaces, _check(len, "must name a namespace; to work in every "
+        "one, leave it unset"), Option("comma-separated namespaces zombied works in",
+        "NS,...", shown="all")] = ()
     namespace: Annotated[Namespace | None, Option("as in kubectl, the namespace listed or "
         "explained; --namespaces still decides what zombied may delete", "NS", None,
-        _REPORTING, "the kubeconfig context's, as in kubectl", "-n", flag_only=True)]
+        _REPORTING, "the kubeconfig context's, as in kubectl", "-n", flag_only=True)] = None
     all_namespaces: Annotated[bool, _switch("list every namespace zombied works in (not "
         "with -n)", ("scan",), short="-A", flag_only=True)]
     exclude_namespaces: Annotated[Namespaces, Option(
@@ -269,7 +198,7 @@ class Options(pydantic.BaseModel, frozen=True, str_strip_whitespace=True):
     rules: Annotated[tuple[tuple[str, float | None], ...] | None, _from_text(_enabled_rules),
         Option(f"rules to enable, built-in ({', '.join(RULE_NAMES)}) or the file's; "
         "NAME=DURATION gives one its own min age", "RULE[=AGE],...",
-        shown=",".join(DEFAULT_RULES))]
+        shown=",".join(DEFAULT_RULES))] = None
     min_age: Annotated[MinAge, Option("how long a pod must have been "
         "terminal before it is deleted, for rules without their own (a DURATION is 500ms, "
         "30s, 5m, 1h30m or seconds)", "DURATION", format_duration(DEFAULT_MIN_AGE))]
@@ -296,7 +225,7 @@ class Options(pydantic.BaseModel, frozen=True, str_strip_whitespace=True):
     lease_name: Annotated[str, _check(_DNS_SUBDOMAIN.fullmatch, "{!r} is not a lowercase DNS "
         "name"), Option("name of the Lease", "NAME", "zombied", ("run",))]
     lease_namespace: Annotated[Namespace | None, Option("namespace of the Lease", "NS", None,
-        ("run",), "the namespace zombied runs in (in a cluster), else default")]
+        ("run",), "the namespace zombied runs in (in a cluster), else default")] = None
     lease_duration: Annotated[Period, Option(
         "how long a Lease is valid without renewal", "DURATION", "15s", ("run",))]
     renew_deadline: Annotated[Period, Option(
@@ -317,13 +246,27 @@ class Options(pydantic.BaseModel, frozen=True, str_strip_whitespace=True):
 # fmt: on
 
 
+class Config(Options, frozen=True):
+    """What a command runs with: its options, each already checked, as `load_config`
+    resolves them (the rules built, the namespace kubectl would take, explain's pod)."""
+
+    command: str
+    rules: RuleSet  # type: ignore[assignment]  # built from --rules and the file's rules
+    target: tuple[str, str] = ("", "")  # explain's pod: its namespace and name
+
+    def model_post_init(self, context: Any, /) -> None:
+        # The rules judge pods by the selection the watches are built from, whatever made it.
+        scope = Selection(self.namespaces, self.exclude_namespaces, self.label_selector)
+        self.__dict__["rules"] = dataclasses.replace(self.rules, scope=scope)
+
+
 OPTIONS: Final = tuple(
     dataclasses.replace(option, name=name, shown=option.shown or option.default or "none")
     for name, field in Options.model_fields.items()
     for option in field.metadata
     if isinstance(option, Option)
 )
-_DEFAULTS: Final = {option.name: option.default for option in OPTIONS}
+_DEFAULTS: Final = {o.name: o.default for o in OPTIONS if o.default is not None}
 #: The file's keys; its ``rules`` are rule specs, not ``--rules``.
 _FILE_KEYS: Final = {
     to_camel(o.name): o.name for o in OPTIONS if o.env and o.name not in ("config", "rules")
@@ -449,7 +392,7 @@ def given_options(command: str, argv: Sequence[str]) -> frozenset[str]:
 # -- loading ---------------------------------------------------------------------------
 
 
-def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -> AnyConfig:
+def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -> Config:
     """The configuration of ``zombied COMMAND``, from flags, environment, file, defaults."""
     flags, target = _read_argv(command, argv)
     given = _validated(flags, Source.FLAG)
@@ -459,9 +402,7 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
     from_env = _validated(env, Source.ENV)
     config_file = given.get("config", from_env.get("config"))
     file = _read_file(config_file) if config_file is not None else _File()
-    values = _validated(_DEFAULTS, Source.FLAG) | file.values | from_env | given
-    values["config_file"] = config_file
-    values["namespaces"] = values["namespaces"] or ()
+    values = dict(Options.model_validate(_DEFAULTS)) | file.values | from_env | given
     if command == "run":
         # client-go's rule: the leader gives up (renew deadline) before anyone else may
         # take over (lease duration), with room for one jittered retry in between.
@@ -473,9 +414,6 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
             if not value > bound:
                 problem = f"must be longer than {what} ({format_duration(bound)})"
                 raise ConfigError(f"{problem}, got {format_duration(value)}", option=flag)
-        values["listen_host"], values["listen_port"] = values["listen"]
-        values["watch_timeout_min"] = values["watch_timeout"]
-        values["watch_timeout_max"] = 2 * values["watch_timeout"]
     elif values["all_namespaces"] and "namespace" in given:
         raise ConfigError("cannot be combined with --namespace (-n)", option="--all-namespaces")
     elif not values["all_namespaces"]:
@@ -486,7 +424,6 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
         if values["output"] == "wide":
             raise ConfigError("wide is scan's; explain's table shows everything", option="--output")
         values["target"] = _target(target, given.get("namespace"), values["namespace"])
-    cls: type[AnyConfig] = {"run": RunConfig, "scan": ScanConfig, "explain": ExplainConfig}[command]
     try:
         values["rules"] = build_rules(
             file.rules,
@@ -494,7 +431,7 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
             min_age=values["min_age"],
             exclude_owner_kinds=values["exclude_owner_kinds"],
         )
-        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
+        return Config.model_construct(command=command, **values)
     except RuleError as exc:
         if exc.index is not None:
             raise file.error(("rules", exc.index, exc.field), str(exc)) from None

@@ -154,8 +154,7 @@ class Daemon:
             self._build(self.kube, self.events)
             self.http = await stack.enter_async_context(
                 HttpServer(
-                    config.listen_host,
-                    config.listen_port,
+                    *config.listen,
                     health=self.health,
                     ready=self.readiness,
                     before_scrape=self._before_scrape,
@@ -211,8 +210,9 @@ class Daemon:
                 kube,
                 scope,
                 self.cache,
-                timeout_min=config.watch_timeout_min,
-                timeout_max=config.watch_timeout_max,
+                # as client-go's reflector: at random from the timeout to twice it
+                timeout_min=config.watch_timeout,
+                timeout_max=2 * config.watch_timeout,
                 on_synced=metrics.scope_synced,
                 on_restart=metrics.watch_restarted,
             )

@@ -23,7 +23,7 @@ from zombied.pod import PodParseError, parse_pod
 from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, RuleMatch, judge
 
 if TYPE_CHECKING:
-    from zombied.config import ExplainConfig
+    from zombied.config import Config
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Explanation:
     summary: str
 
 
-def explain(obj: Mapping[str, Any], config: ExplainConfig, now: datetime) -> Explanation:
+def explain(obj: Mapping[str, Any], config: Config, now: datetime) -> Explanation:
     """Explain what zombied, configured by ``config``, does with pod ``obj`` at ``now``;
     `zombied.pod.PodParseError` when the object lacks namespace, name or uid."""
     rules = config.rules
@@ -176,7 +176,7 @@ RENDERERS: Final[dict[str, Callable[[Explanation], str]]] = {
 }
 
 
-async def run_explain(config: ExplainConfig, out: TextIO | None = None) -> int:
+async def run_explain(config: Config, out: TextIO | None = None) -> int:
     """Read the configured pod, print its explanation; return the exit status."""
     out = out if out is not None else sys.stdout
     namespace, name = config.target

@@ -29,7 +29,7 @@ from zombied.rules import SKIP_OUT_OF_SCOPE, Decision, Judgement, Selection, jud
 from zombied.watch import Scope, list_terminal_pods, scopes_for
 
 if TYPE_CHECKING:
-    from zombied.config import ScanConfig
+    from zombied.config import Config
 
 #: The table's columns; ``--waiting`` adds DUE, ``-o wide`` adds WIDE_COLUMNS.
 COLUMNS = ("NAMESPACE", "POD", "RULE", "REASON", "NODE", "OWNER", "AGE")
@@ -94,7 +94,7 @@ def _due(judgement: Judgement, decision: Decision, now: datetime) -> str:
     return report.due(judgement, match, now) if match is not None else report.NONE
 
 
-def render(listed: Sequence[Listed], now: datetime, config: ScanConfig) -> str:
+def render(listed: Sequence[Listed], now: datetime, config: Config) -> str:
     """The report in ``config.output``'s format (``[]``, or nothing, when empty)."""
     if config.output in ("json", "yaml"):
         return report.dump([item.record() for item in listed], config.output)
@@ -115,7 +115,7 @@ def _deleting(listed: Sequence[Listed]) -> list[Listed]:
     return [item for item in listed if item.decision is Decision.DELETE]
 
 
-async def scan(config: ScanConfig, out: TextIO | None = None, err: TextIO | None = None) -> int:
+async def scan(config: Config, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """List (and with ``--delete`` reap) the due zombies; return the exit status."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
@@ -166,7 +166,7 @@ class _Found:
     out_of_scope: int
     scope_evidence: str
 
-    def notes(self, config: ScanConfig) -> list[str]:
+    def notes(self, config: Config) -> list[str]:
         """What stderr says besides errors."""
         notes = []
         if not self.listed and config.output not in ("json", "yaml"):
@@ -193,14 +193,14 @@ class _Found:
         return notes
 
 
-def _scopes(config: ScanConfig) -> tuple[Scope, ...]:
+def _scopes(config: Config) -> tuple[Scope, ...]:
     if config.namespace is None:
         return scopes_for(config.rules.scope)
     # One namespace is listed whatever the scope: the judgement says what is outside it.
     return (Scope(config.namespace, Selection(label_selector=config.label_selector)),)
 
 
-async def _find(kube: Kube, config: ScanConfig) -> _Found:
+async def _find(kube: Kube, config: Config) -> _Found:
     now = datetime.now(UTC)
     found = _Found([], 0, 0, "")
     seen: set[str] = set()
@@ -224,7 +224,7 @@ async def _find(kube: Kube, config: ScanConfig) -> _Found:
     return found
 
 
-async def _reap(kube: Kube, config: ScanConfig, due: list[Listed]) -> int | None:
+async def _reap(kube: Kube, config: Config, due: list[Listed]) -> int | None:
     """Delete ``due`` once, each item noting its outcome; the signal number when SIGINT or
     SIGTERM stopped it first (what was answered by then is noted all the same)."""
     stopped_by: list[int] = []

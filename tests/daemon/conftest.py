@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,9 @@ import structlog
 from structlog.testing import capture_logs
 from structlog.typing import EventDict
 from zombied.cache import PodCache
-from zombied.config import load_config
+from zombied.config import Config, load_config
 from zombied.kube import open_kube
-from zombied.rules import Rule, RuleSet, Selection
+from zombied.rules import Rule, RuleSet
 from zombied.watch import Scope, Watcher
 
 ConfigFactory = Callable[..., Any]
@@ -29,34 +28,21 @@ def captured_logs() -> Iterator[list[EventDict]]:
         yield entries
 
 
-def make_config(kubeconfig_path: Path, command: str = "run", **changes: Any) -> Any:
+def make_config(kubeconfig_path: Path, command: str = "run", **changes: Any) -> Config:
     """A configuration of ``command`` for tests: min age 0, ephemeral port, short watches
-    and drains (for the commands that have them); ``changes`` set any field."""
+    and drains; ``changes`` set any field."""
     argv = ["--kubeconfig", str(kubeconfig_path)]
     base = load_config(command, ["default/pod", *argv] if command == "explain" else argv, {})
     settings: dict[str, Any] = {
         "rules": RuleSet((Rule("node-shutdown", 0.0),)),
-        "listen_host": "127.0.0.1",
-        "listen_port": 0,
+        "listen": ("127.0.0.1", 0),
         "qps": 500.0,
         "burst": 100,
-        "watch_timeout_min": 5.0,
-        "watch_timeout_max": 8.0,
+        "watch_timeout": 4.0,
         "drain_timeout": 10.0,
     }
-    names = {field.name for field in fields(base)}
-    settings = {name: value for name, value in settings.items() if name in names}
-    settings.update(changes)
-    # The selection is part of the rules, as the configuration builds them.
-    settings["rules"] = replace(
-        settings["rules"],
-        scope=Selection(
-            settings.get("namespaces", ()),
-            settings.get("exclude_namespaces", ()),
-            settings.get("label_selector", ""),
-        ),
-    )
-    return replace(base, **settings)
+    # Made as load_config makes it: the rules select the pods the fields name.
+    return Config.model_construct(**{**dict(base), **settings, **changes})
 
 
 @pytest.fixture

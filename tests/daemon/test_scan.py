@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from zombied.config import DryRun, ScanConfig, load_config
+from zombied.config import DryRun, load_config
 from zombied.kube import ApiError
 from zombied.pod import PodSnapshot
 from zombied.rules import Decision, Rule, RuleSet, judge
@@ -229,7 +229,6 @@ def shutdown(name: str, *, ago: float | None = 300.0, **fields: Any) -> PodSnaps
 def render_as(items: list[Listed], *argv: str) -> str:
     """The report of ``zombied scan ARGV`` (of every namespace, without ``-n``)."""
     config = load_config("scan", argv if "-n" in argv else ("-A", *argv), {})
-    assert isinstance(config, ScanConfig)
     return render(items, NOW, config)
 
 

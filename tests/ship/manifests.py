@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from zombied.config import AnyConfig, load_config
+from zombied.config import Config, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = BASE = ROOT / "manifests"
@@ -102,7 +102,7 @@ def mounted_files(objects: list[Obj], deployment_name: str = "zombied") -> dict[
 
 def pod_config(
     objects: list[Obj], namespace: str, directory: Path, deployment_name: str = "zombied"
-) -> AnyConfig:
+) -> Config:
     """The configuration zombied runs with in the Deployment's pod in ``namespace``: its
     arguments as the kubelet expands them, its environment, and the files it mounts
     (written under ``directory``, where the environment then points)."""

@@ -281,7 +281,7 @@ def test_listen_port_moves_the_probes_and_the_scrape_with_it(tmp_path: Path) -> 
     assert main["ports"] == [{"name": "http", "containerPort": 9090, "protocol": "TCP"}]
     assert main["livenessProbe"]["httpGet"]["port"] == "http"
     assert main["readinessProbe"]["httpGet"]["port"] == "http"
-    assert pod_config(objects, "zombied", tmp_path).listen_port == 9090
+    assert pod_config(objects, "zombied", tmp_path).listen[1] == 9090
     template = one(objects, "Deployment", "zombied")["spec"]["template"]
     assert template["metadata"]["annotations"]["prometheus.io/port"] == "9090"
     assert one(objects, "Service", "zombied-metrics")["spec"]["ports"][0]["targetPort"] == "http"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-from zombied.config import Config, RunConfig
+from zombied.config import Config
 
 from .manifests import (
     BASE,
@@ -62,7 +62,7 @@ def namespaced() -> list[Obj]:
 def _config(objects: list[Obj], directory: Path) -> Config:
     """The configuration zombied runs with in the Deployment's pod, as the kubelet runs it."""
     config = pod_config(objects, "zombied", directory)
-    assert isinstance(config, RunConfig)
+    assert config.command == "run"
     return config
 
 
@@ -124,7 +124,7 @@ def test_probes_point_at_health_and_readiness(rendered: list[Obj], tmp_path: Pat
     assert ports == {"http": 8080}
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert _config(rendered, tmp_path).listen_port == 8080
+    assert _config(rendered, tmp_path).listen[1] == 8080
 
 
 def test_metrics_are_scrapeable(rendered: list[Obj]) -> None:
@@ -254,7 +254,7 @@ def test_the_documented_port_patch_moves_the_probes_and_the_scrape(tmp_path: Pat
         "annotations"
     ]
     assert port["name"] == container(objects)["readinessProbe"]["httpGet"]["port"]
-    listen = _config(objects, tmp_path).listen_port
+    listen = _config(objects, tmp_path).listen[1]
     assert listen == port["containerPort"] == int(annotations["prometheus.io/port"]) != 8080
 
 

@@ -7,7 +7,7 @@ import io
 import json
 import os
 import re
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +16,8 @@ from pydantic.alias_generators import to_camel
 from zombied.config import (
     COMMANDS,
     OPTIONS,
-    AnyConfig,
+    Config,
     DryRun,
-    ExplainConfig,
-    RunConfig,
-    ScanConfig,
     build_parser,
     load_config,
 )
@@ -30,14 +27,17 @@ from zombied.kubectl import context_namespace
 from zombied.rules import Rule, RuleSet, Selection
 
 
-def load(command: str, *argv: str, env: dict[str, str] | None = None) -> Any:
+def load(command: str, *argv: str, env: dict[str, str] | None = None) -> Config:
     return load_config(command, argv, env or {})
 
 
-def run(*argv: str, env: dict[str, str] | None = None) -> RunConfig:
-    config = load("run", *argv, env=env)
-    assert isinstance(config, RunConfig)
-    return config
+def run(*argv: str, env: dict[str, str] | None = None) -> Config:
+    return load("run", *argv, env=env)
+
+
+def changed(config: Config, /, **changes: Any) -> Config:
+    """``config`` with ``changes``, made as `load_config` makes a configuration."""
+    return Config.model_construct(**{**dict(config), **changes})
 
 
 def failure(*argv: str, env: dict[str, str] | None = None, command: str = "run") -> ConfigError:
@@ -76,11 +76,11 @@ class TestShape:
         )
         assert config.rules == RuleSet()  # one default, whichever way it is asked
         assert config.dry_run is DryRun.OFF
-        assert (config.listen_host, config.listen_port) == ("0.0.0.0", 8080)
+        assert config.listen == ("0.0.0.0", 8080)
         assert (config.qps, config.burst, config.max_in_flight) == (20.0, 100, 4)
         lease = (config.lease_duration, config.renew_deadline, config.retry_period)
         assert lease == (15.0, 10.0, 2.0)
-        assert (config.watch_timeout_min, config.watch_timeout_max) == (300.0, 600.0)
+        assert config.watch_timeout == 300.0
         assert (config.lease_namespace, config.leader_elect) == (None, False)
         scan = load("scan")
         assert (scan.namespace, scan.output, scan.delete, scan.waiting) == (
@@ -90,27 +90,11 @@ class TestShape:
             False,
         )
 
-    @pytest.mark.parametrize(
-        ("config_type", "absent"),
-        [
-            (RunConfig, {"output", "delete", "target", "namespace"}),
-            (ScanConfig, {"listen_host", "lease_name", "watch_timeout_min", "target"}),
-            (ExplainConfig, {"qps", "burst", "delete", "listen_port", "lease_duration"}),
-        ],
-    )
-    def test_each_command_holds_only_its_options(
-        self, config_type: type[AnyConfig], absent: set[str]
-    ) -> None:
-        names = {field.name for field in fields(config_type)}
-        assert not names & absent
-        # What every command judges pods by, under the names the daemon reads.
-        assert {"namespaces", "exclude_namespaces", "label_selector", "rules"} <= names
-
     def test_the_rules_select_the_pods_the_configuration_names(self) -> None:
         config = run("--namespaces", "a,b", "--exclude-namespaces", "c", "-l", "app")
         assert config.rules.scope == Selection(("a", "b"), ("c",), "app")
         # However a configuration is made: the selection cannot drift from its fields.
-        moved = replace(config, namespaces=("d",), label_selector="")
+        moved = changed(config, namespaces=("d",), label_selector="")
         assert moved.rules.scope == Selection(("d",), ("c",), "")
 
     def test_every_option_has_a_flag_and_an_env_unless_flag_only(self) -> None:
@@ -250,9 +234,9 @@ delete: true
 """
 
 
-def everything(**changes: Any) -> RunConfig:
+def everything(**changes: Any) -> Config:
     """The configuration that EVERY_FLAG (or EVERY_KEY) gives."""
-    return replace(
+    return changed(
         run(),
         kubeconfig="/k",
         context="prod",
@@ -262,12 +246,13 @@ def everything(**changes: Any) -> RunConfig:
         rules=RuleSet(
             (Rule("failed", 3600.0), Rule("node-shutdown", 60.0)), frozenset({"Job", "DaemonSet"})
         ),
+        min_age=60.0,
+        exclude_owner_kinds=("Job", "DaemonSet"),
         qps=2.5,
         burst=3,
         max_in_flight=8,
         dry_run=DryRun.SERVER,
-        listen_host="127.0.0.1",
-        listen_port=0,
+        listen=("127.0.0.1", 0),
         drain_timeout=5.0,
         log_format="json",
         log_level="warning",
@@ -277,8 +262,7 @@ def everything(**changes: Any) -> RunConfig:
         lease_duration=30.0,
         renew_deadline=20.0,
         retry_period=4.0,
-        watch_timeout_min=120.0,
-        watch_timeout_max=240.0,
+        watch_timeout=120.0,
         **changes,
     )
 
@@ -290,14 +274,10 @@ class TestSources:
 
     def test_every_file_key(self, tmp_path: Path) -> None:
         path = write(tmp_path, EVERY_KEY)
-        assert run("--config", path) == everything(config_file=path)
-        scan = load("scan", "--config", path)
-        assert (scan.output, scan.no_headers, scan.waiting, scan.delete) == (
-            "json",
-            True,
-            True,
-            True,
-        )
+        scan = {"output": "json", "no_headers": True, "waiting": True, "delete": True}
+        assert run("--config", path) == everything(config=path, **scan)
+        scan |= {"command": "scan", "namespace": "default"}  # the kubeconfig context's
+        assert load("scan", "--config", path) == everything(config=path, **scan)
 
     def test_every_environment_variable(self) -> None:
         env = {"UNRELATED": "x", "ZOMBIED_UNKNOWN": "x", "ZOMBIED_NAMESPACE": "-n is no variable"}
@@ -316,8 +296,8 @@ class TestSources:
             ("run", ("--dry-run=true",), {"dry_run": DryRun.CLIENT}),
             ("run", ("--leader-elect", "no"), {"leader_elect": False}),
             ("run", ("--dry-run", "server"), {"dry_run": DryRun.SERVER}),
-            ("run", ("--listen", ":9090"), {"listen_host": "0.0.0.0", "listen_port": 9090}),
-            ("run", ("--listen", "[::1]:65535"), {"listen_host": "::1", "listen_port": 65535}),
+            ("run", ("--listen", ":9090"), {"listen": ("0.0.0.0", 9090)}),
+            ("run", ("--listen", "[::1]:65535"), {"listen": ("::1", 65535)}),
             ("run", ("--qps", "1", "--qps", "2"), {"qps": 2.0}),  # the last flag wins
             ("run", ("--selector", " app "), {"label_selector": "app"}),
             ("run", ("--exclude-namespaces=",), {"exclude_namespaces": ()}),  # excluding none

@@ -119,14 +119,14 @@ test: lint real-apiserver helm prometheus node-packages
 # One kube-apiserver and etcd per release for the whole session, stopped at the end in
 # any case. One process: on 2 cores it is faster than two workers starving each other.
 test-real: real-apiserver helm node-packages
-	@rc=0; $(REAL) $(PYTEST) -p no:cacheprovider -k 'not kubesim' tests/contract tests/realserver tests/nodes || rc=$$?; \
+	@rc=0; $(REAL) $(PYTEST) -p no:cacheprovider -m 'not slow' -k 'not kubesim' tests/contract tests/realserver tests/nodes || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 
 # Both releases' stories at once, one worker each.
 test-nodes: real-apiserver node-packages
 	@rc=0; $(if $(RECORD),ZOMBIED_RECORD_KUBELETS=1) $(REAL) $(PYTEST) -p no:cacheprovider \
-		-n 2 --dist loadgroup tests/nodes || rc=$$?; \
+		-m 'not slow' -n 2 --dist loadgroup tests/nodes || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 

@@ -527,13 +527,7 @@ class Node:
         return done.stdout
 
     def _dbus_send(self, *args: str) -> str:
-        return subprocess.run(
-            ["dbus-send", f"--bus={self.bus_address}", "--print-reply", *args],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
+        return _output(["dbus-send", f"--bus={self.bus_address}", "--print-reply", *args], 10)
 
     def _name_owned(self, name: str) -> bool:
         reply = self._dbus_send(
@@ -555,13 +549,9 @@ class Node:
         return reply.rsplit('"', 2)[-2] if reply.count('"') >= 2 else reply
 
     def ctr(self, *args: str) -> str:
-        return subprocess.run(
-            ["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        ).stdout
+        return _output(
+            ["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args], 120
+        )
 
     def _containerd_up(self) -> bool:
         if not self.containerd_socket.exists():
@@ -586,3 +576,8 @@ def _rmdir_when_empty(path: Path, timeout: float = 15.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+def _output(argv: list[str], timeout: float) -> str:
+    """What a command printed; an error if it failed or outlived ``timeout`` seconds."""
+    return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=timeout).stdout

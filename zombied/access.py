@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from kubernetes_asyncio import client, config
@@ -21,8 +20,7 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 from zombied.credentials import CredentialError, Source, TokenFile, source_for_user
 from zombied.errors import KubeconfigError
 from zombied.kubeconfig import choose, kubeconfig_files, merge, read
-
-SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+from zombied.kubectl import SERVICE_ACCOUNT_DIR
 
 #: The user fields kubernetes_asyncio reads for TLS; the rest is credentials, ours.
 _TLS_USER_FIELDS: Final = (
@@ -59,14 +57,6 @@ class Access:
 def in_cluster() -> bool:
     """True when running in a pod with a service account token mounted."""
     return "KUBERNETES_SERVICE_HOST" in os.environ and (SERVICE_ACCOUNT_DIR / "token").exists()
-
-
-def own_namespace() -> str | None:
-    """The namespace of the pod we run in, from the service account, if any."""
-    try:
-        return (SERVICE_ACCOUNT_DIR / "namespace").read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
 
 
 async def load_access(

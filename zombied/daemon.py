@@ -22,11 +22,11 @@ import anyio
 import kubernetes_asyncio
 
 from zombied import __version__, metrics
-from zombied.access import own_namespace
 from zombied.cache import PodCache
 from zombied.events import EventRecorder
 from zombied.http import HttpServer, LoopMonitor
 from zombied.kube import Kube, open_kube, pool_size
+from zombied.kubectl import own_namespace
 from zombied.leader import Leadership, LeaseElector, default_identity
 from zombied.log import get_logger
 from zombied.queue import WorkQueue

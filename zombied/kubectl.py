@@ -15,8 +15,16 @@ import yaml
 
 from zombied.kubeconfig import kubeconfig_files, merge, named
 
-#: The pod's own namespace, where kubectl reads it when it runs in a pod.
-SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+#: Where a pod's service account is mounted: its token, and the pod's own namespace.
+SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def own_namespace() -> str | None:
+    """The namespace of the pod we run in, from the service account, if any."""
+    try:
+        return (SERVICE_ACCOUNT_DIR / "namespace").read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 def context_namespace(
@@ -26,10 +34,9 @@ def context_namespace(
     zombied connects then) the pod's own; else the context's (by default the current one)
     in the kubeconfig files, merged as kubectl merges them; else ``default``."""
     if kubeconfig is None and context is None and "KUBERNETES_SERVICE_HOST" in environ:
-        try:
-            return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"
-        except OSError:
-            pass
+        namespace = own_namespace()
+        if namespace is not None:
+            return namespace
     _, paths = kubeconfig_files(kubeconfig, environ)
     merged = merge([(path, _kubeconfig(path)) for path in paths])
     settings = named(merged, "contexts", context or merged.get("current-context") or "")

@@ -169,6 +169,9 @@ def _switch(text: str, commands: tuple[str, ...], **more: Any) -> Option:
     return Option(text, "true|false", "false", commands, const="true", **more)
 
 
+#: client-go's JitterFactor: a Lease attempt waits a retry period plus up to this many more.
+LEASE_JITTER: Final = 1.2
+
 _DELETING: Final = ("run", "scan")
 _REPORTING: Final = ("scan", "explain")
 
@@ -301,6 +304,24 @@ def _first(exc: pydantic.ValidationError) -> tuple[tuple[str | int, ...], str]:
     return first["loc"], problem
 
 
+def lease_timing_fault(
+    lease_duration: float, renew_deadline: float, retry_period: float
+) -> tuple[str, str] | None:
+    """The setting that breaks client-go's rule, and how: the leader gives up (renew
+    deadline) before anyone else may take over (lease duration), with room for one
+    jittered retry in between."""
+    jittered = LEASE_JITTER * retry_period
+    for name, value, bound, what in (
+        ("retry_period", retry_period, 0.0, "0s"),
+        ("renew_deadline", renew_deadline, jittered, f"{LEASE_JITTER:g} retry periods"),
+        ("lease_duration", lease_duration, renew_deadline, "the renew deadline"),
+    ):
+        if not value > bound:
+            bound_text = "" if bound == 0 else f" ({format_duration(bound)})"
+            return name, f"must be longer than {what}{bound_text}, got {format_duration(value)}"
+    return None
+
+
 def options_for(command: str) -> tuple[Option, ...]:
     """The options that apply to ``command``."""
     if command not in COMMANDS:
@@ -404,16 +425,9 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
     file = _read_file(config_file) if config_file is not None else _File()
     values = dict(Options.model_validate(_DEFAULTS)) | file.values | from_env | given
     if command == "run":
-        # client-go's rule: the leader gives up (renew deadline) before anyone else may
-        # take over (lease duration), with room for one jittered retry in between.
-        lease, deadline = values["lease_duration"], values["renew_deadline"]
-        for flag, value, bound, what in (
-            ("--lease-duration", lease, deadline, "--renew-deadline"),
-            ("--renew-deadline", deadline, 1.2 * values["retry_period"], "1.2 x --retry-period"),
-        ):
-            if not value > bound:
-                problem = f"must be longer than {what} ({format_duration(bound)})"
-                raise ConfigError(f"{problem}, got {format_duration(value)}", option=flag)
+        timing = [values[name] for name in ("lease_duration", "renew_deadline", "retry_period")]
+        if (fault := lease_timing_fault(*timing)) is not None:
+            raise ConfigError(fault[1], option="--" + fault[0].replace("_", "-"))
     elif values["all_namespaces"] and "namespace" in given:
         raise ConfigError("cannot be combined with --namespace (-n)", option="--all-namespaces")
     elif not values["all_namespaces"]:

@@ -25,13 +25,12 @@ from typing import Any, Final, Protocol
 import anyio
 from anyio.abc import TaskStatus
 
+from zombied.config import LEASE_JITTER, lease_timing_fault
 from zombied.kube import ApiError, Kind, Request
 from zombied.log import get_logger
 
 log = get_logger(__name__)
 
-#: client-go's JitterFactor for the acquire loop: waits are uniform in [1, 2.2] times retry.
-JITTER_FACTOR: Final = 1.2
 #: A change in any of these fields restarts the expiry clock of everyone observing it.
 _RECORD_FIELDS: Final = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime")
 _GROUP: Final = "coordination.k8s.io"
@@ -155,11 +154,8 @@ class LeaseElector:
         retry_period: float = 2.0,
         leadership: Leadership | None = None,
     ) -> None:
-        if not lease_duration > renew_deadline > retry_period > 0:
-            raise ValueError(
-                "lease_duration > renew_deadline > retry_period > 0 is required, got "
-                f"{lease_duration}, {renew_deadline}, {retry_period}"
-            )
+        if fault := lease_timing_fault(lease_duration, renew_deadline, retry_period):
+            raise ValueError(": ".join(fault))
         self._kube = kube
         self.name = name
         self.namespace = namespace
@@ -214,7 +210,7 @@ class LeaseElector:
         while True:
             if await self._try_acquire_or_renew():
                 return
-            jitter = self._rng.random() * JITTER_FACTOR * self.retry_period
+            jitter = self._rng.random() * LEASE_JITTER * self.retry_period
             await anyio.sleep(self.retry_period + jitter)
 
     async def _lead(self) -> None:

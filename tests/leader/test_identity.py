@@ -41,12 +41,19 @@ def test_micro_time_is_rfc3339_utc_with_microseconds(moment: datetime, text: str
 
 
 @pytest.mark.parametrize(
-    ("lease", "deadline", "retry"),
-    [(1.0, 2.0, 0.2), (2.0, 2.0, 0.2), (2.0, 1.0, 1.0), (2.0, 1.0, 0.0)],
+    ("lease", "deadline", "retry", "fault"),
+    [
+        (1.0, 2.0, 0.2, "lease_duration"),
+        (2.0, 2.0, 0.2, "lease_duration"),
+        (2.0, 1.0, 1.0, "renew_deadline"),  # no room for a jittered retry
+        (2.0, 1.0, 0.0, "retry_period"),
+    ],
 )
-def test_rejects_inconsistent_durations(lease: float, deadline: float, retry: float) -> None:
+def test_rejects_client_gos_inconsistent_durations(
+    lease: float, deadline: float, retry: float, fault: str
+) -> None:
     durations = {"lease_duration": lease, "renew_deadline": deadline, "retry_period": retry}
-    with pytest.raises(ValueError, match="lease_duration > renew_deadline > retry_period"):
+    with pytest.raises(ValueError, match=f"^{fault}: "):
         LeaseElector(
             MemoryKube(LeaseServer()), name="zombied", namespace="n", identity="x", **durations
         )

@@ -39,7 +39,7 @@ from zombied.rules import (
     check_kind,
     check_min_age,
 )
-from zombied.selector import LabelSelector
+from zombied.selector import DNS_LABEL, DNS_SUBDOMAIN, LabelSelector
 
 #: The commands that take options, and what each does.
 COMMANDS: Final = {
@@ -59,8 +59,6 @@ class DryRun(StrEnum):
 
 # -- values: pydantic types, read from text (flags, environment, file) or YAML ---------
 
-_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _LISTEN: Final = re.compile(r"(?P<host>\[[^]\s/]*]|[^][:\s/]*):(?P<port>[0-9]{1,5})", re.ASCII)
 
 
@@ -126,7 +124,7 @@ Text = Annotated[str, pydantic.StringConstraints(min_length=1)]
 Count = Annotated[int, pydantic.Field(ge=1)]
 Duration = Annotated[float, pydantic.Strict(), _from_text(parse_duration)]
 Period = Annotated[Duration, _at_least(0.001)]
-Namespace = Annotated[str, _check(_DNS_LABEL.fullmatch, "{!r} is not a valid namespace name")]
+Namespace = Annotated[str, _check(DNS_LABEL.fullmatch, "{!r} is not a valid namespace name")]
 Items = pydantic.BeforeValidator(_items)
 Namespaces = Annotated[tuple[Namespace, ...], Items]
 Kinds = Annotated[tuple[Annotated[str, pydantic.AfterValidator(check_kind)], ...], Items]
@@ -225,7 +223,7 @@ class Options(pydantic.BaseModel, frozen=True, str_strip_whitespace=True):
         Option("minimum level logged", "debug|info|warning|error", "info")]
     leader_elect: Annotated[bool, _switch(
         "elect a leader through a Lease; only it deletes", ("run",))]
-    lease_name: Annotated[str, _check(_DNS_SUBDOMAIN.fullmatch, "{!r} is not a lowercase DNS "
+    lease_name: Annotated[str, _check(DNS_SUBDOMAIN.fullmatch, "{!r} is not a lowercase DNS "
         "name"), Option("name of the Lease", "NAME", "zombied", ("run",))]
     lease_namespace: Annotated[Namespace | None, Option("namespace of the Lease", "NS", None,
         ("run",), "the namespace zombied runs in (in a cluster), else default")] = None
@@ -467,7 +465,7 @@ def _target(text: str | None, given: str | None, namespace: str) -> tuple[str, s
             option="--namespace",
         )
     named = named if slash else namespace
-    if not (_DNS_LABEL.fullmatch(named) and _DNS_SUBDOMAIN.fullmatch(name)):
+    if not (DNS_LABEL.fullmatch(named) and DNS_SUBDOMAIN.fullmatch(name)):
         raise ConfigError(
             f"zombied explain: must be POD or NAMESPACE/POD, like team-a/web-0, got {text!r}"
         )

@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Final
 
 from zombied.pod import KEEP_ANNOTATION, MIRROR_ANNOTATION, TERMINAL_PHASES, PodSnapshot
-from zombied.selector import LabelSelector
+from zombied.selector import DNS_LABEL, LabelSelector
 
 DEFAULT_MIN_AGE: Final = 30.0
 #: The longest min age: due times stay far inside the calendar (datetime ends with the
@@ -456,7 +456,6 @@ def _vetoes(pod: PodSnapshot, rules: RuleSet) -> tuple[Veto, ...]:
 # Every check of what makes a rule valid lives here; the configuration only decodes the
 # shapes and places a `RuleError` at its line in the file or on its flag.
 
-_RULE_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _KIND: Final = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
 #: The built-in kinds that own pods (a static pod's mirror is owned by its Node).
 _POD_OWNERS: Final = (
@@ -497,8 +496,8 @@ class RuleSpec:
 
 
 def check_rule_name(name: str) -> str:
-    """``name`` if it can name a rule; `ValueError` otherwise."""
-    if not _RULE_NAME.fullmatch(name):
+    """``name`` if it can name a rule (a DNS label, like a namespace); `ValueError` otherwise."""
+    if not DNS_LABEL.fullmatch(name):
         raise ValueError(
             f"rule names are lowercase letters, digits and '-' (like node-shutdown), got {name!r}"
         )

@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+#: apimachinery's name formats (IsDNS1123Label, IsDNS1123Subdomain): a namespace is a
+#: DNS label; a label key's prefix, a pod's and a Lease's names are DNS subdomains.
+DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 # The lexer's tokens: operators, parentheses and commas; everything else up to
@@ -146,7 +149,7 @@ def _is_identifier(token: str) -> bool:
 
 def _check_key(key: str) -> None:
     prefix, sep, name = key.rpartition("/")
-    if sep and not (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)):
+    if sep and not (len(prefix) <= 253 and DNS_SUBDOMAIN.fullmatch(prefix)):
         raise ValueError(f"invalid label key prefix in {key!r}")
     if not _NAME.fullmatch(name):
         raise ValueError(f"invalid label key {key!r}")

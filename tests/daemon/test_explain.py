@@ -68,7 +68,12 @@ EVICTED_ONLY = {"rules": RuleSet((Rule("evicted", 0.0),))}
     [
         (admission("a"), {}, "delete admission-rejected", "delete it now"),
         (zombie("b"), WAIT_10M, "wait node-shutdown", " (in 9m): rule node-shutdown matches"),
-        (zombie("c", annotations={"zombied.io/keep": "true"}), {}, "keep keep-annotation", "by"),
+        (
+            zombie("c", annotations={"zombied.io/keep": "TRUE"}),
+            {},
+            "keep keep-annotation",
+            "'TRUE')",
+        ),
         (zombie("d", annotations={"zombied.io/keep": "y"}), {}, "keep keep-annotation", "not und"),
         (zombie("e", owner=("Job", "nightly")), {}, "keep owner-excluded", "vetoed"),
         (deleting(zombie("f")), {}, "keep deleting", "vetoed"),

@@ -169,19 +169,6 @@ async def test_a_signal_stops_the_deletes_and_it_says_what_was_done(
     assert "interrupted by SIGINT: 2 pod(s) not done" in err
 
 
-async def test_the_namespace_is_kubectls(sim: Simulator, tmp_path: Path) -> None:
-    cluster(sim)
-    document = sim.kubeconfig()
-    document["contexts"][0]["context"]["namespace"] = "team-b"  # kubectl config set-context
-    kubeconfig = tmp_path / "kubeconfig"
-    await anyio.Path(kubeconfig).write_text(yaml.safe_dump(document))
-    out = io.StringIO()
-    config = load_config("scan", ["--kubeconfig", str(kubeconfig), "-o", "json"], {})
-    assert await scan(config, out, io.StringIO()) == 0
-    assert [record["pod"]["name"] for record in json.loads(out.getvalue())] == ["db-0"]
-    assert {r.namespace for r in sim.requests if r.verb == "list"} == {"team-b"}
-
-
 async def test_names_of_several_namespaces_are_said_to_be_ambiguous(
     sim: Simulator, config: ConfigFactory
 ) -> None:

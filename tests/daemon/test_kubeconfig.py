@@ -75,8 +75,9 @@ def no_certificate(document: dict[str, Any], _tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "change", "expected"),
     [
-        (["--context", "nope"], None, ["--context: no context named 'nope' in $KUBECONFIG"]),
-        ([], "missing", ["$KUBECONFIG: none of its files exists"]),
+        # The option or variable to fix, and what in it is wrong.
+        (["--context", "nope"], None, ["--context: ", "'nope'", "$KUBECONFIG"]),
+        ([], "missing", ["$KUBECONFIG: ", "nowhere"]),
         ([], "broken", ["$KUBECONFIG: "]),
         # A failing exec plugin at start: its own hint, and no line of the library's.
         ([], exec_plugin, ["$KUBECONFIG: exec plugin python", "gcloud auth login to obtain"]),

@@ -84,13 +84,3 @@ async def test_a_throttled_event_is_dropped_counted_and_slows_the_events(
     assert drops == {"failed": 1}
     (failed,) = [entry for entry in logs if entry["event"] == "event.failed"]
     assert failed["code"] == 429
-
-
-async def test_pushback_on_deletes_slows_the_events_too(sim: Simulator, kubeconfig: Path) -> None:
-    snapshot = parse_pod(sim.store.create("pods", zombie("z")))
-    sim.faults.add_error("delete", "pods", status=429, retry_after=1, count=1)
-    async with open_kube(str(kubeconfig)) as api, EventRecorder(api) as events:
-        before = events.bucket.rate()
-        outcome = await Reaper(api, events=events).delete(snapshot, "node-shutdown")
-        assert outcome.code == 429
-        assert events.bucket.rate() < before

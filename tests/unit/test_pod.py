@@ -20,32 +20,16 @@ from zombied.pod import (
     parse_time,
 )
 
+from tests.daemon import pods
+
+UID = "0b7f9c3e-1111-2222-3333-444455556666"
+
 
 def make_pod(**overrides: Any) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "namespace": "team-a",
-            "name": "web-0",
-            "uid": "0b7f9c3e-1111-2222-3333-444455556666",
-            "resourceVersion": "1234",
-            "creationTimestamp": "2020-01-01T00:00:00Z",
-            "labels": {"app": "web"},
-            "annotations": {},
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "controller": True}
-            ],
-        },
-        "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "x"}]},
-        "status": {
-            "phase": "Failed",
-            "reason": "Terminated",
-            "message": "Pod was terminated in response to imminent node shutdown.",
-            "conditions": [],
-            "containerStatuses": [],
-        },
-    }
+    """A node-shutdown zombie with no time of its own; ``status__phase=...`` sets a field
+    of a section, ``status=...`` the whole section."""
+    pod = pods.zombie("web-0", uid=UID, owner=("StatefulSet", "web"), finished_ago=None)
+    pod["metadata"] |= {"resourceVersion": "1234", "creationTimestamp": "2020-01-01T00:00:00Z"}
     for path, value in overrides.items():
         section, _, key = path.partition("__")
         if key:
@@ -120,7 +104,7 @@ class TestSnapshot:
         assert snap == PodSnapshot(
             namespace="team-a",
             name="web-0",
-            uid="0b7f9c3e-1111-2222-3333-444455556666",
+            uid=UID,
             resource_version="1234",
             phase="Failed",
             reason="Terminated",

@@ -20,6 +20,7 @@ from zombied.config import DryRun
 from zombied.errors import ZombiedError
 from zombied.explain import RENDERERS, as_json, explain, run_explain
 from zombied.kube import ApiError
+from zombied.pod import KEEP_ANNOTATION
 from zombied.rules import Rule, RuleSet
 
 from kubesim import Simulator
@@ -52,6 +53,7 @@ def deleting(obj: dict[str, Any]) -> dict[str, Any]:
 
 WAIT_10M = {"rules": RuleSet((Rule("node-shutdown", 600.0),))}
 EVICTED_ONLY = {"rules": RuleSet((Rule("evicted", 0.0),))}
+KEEP_TRUE = {"annotations": {KEEP_ANNOTATION: "TRUE"}}
 
 
 @pytest.mark.parametrize(
@@ -59,13 +61,9 @@ EVICTED_ONLY = {"rules": RuleSet((Rule("evicted", 0.0),))}
     [
         (admission("a"), {}, "delete admission-rejected", "delete it now"),
         (zombie("b"), WAIT_10M, "wait node-shutdown", " (in 9m): rule node-shutdown matches"),
-        (
-            zombie("c", annotations={"zombied.io/keep": "TRUE"}),
-            {},
-            "keep keep-annotation",
-            "'TRUE')",
-        ),
-        (zombie("d", annotations={"zombied.io/keep": "y"}), {}, "keep keep-annotation", "not und"),
+        # Understood in any case (nothing follows the value), unlike "y".
+        (zombie("c", **KEEP_TRUE), {}, "keep keep-annotation", "keep: 'TRUE')"),
+        (zombie("d", annotations={KEEP_ANNOTATION: "y"}), {}, "keep keep-annotation", "not und"),
         (zombie("e", owner=("Job", "nightly")), {}, "keep owner-excluded", "vetoed"),
         (deleting(zombie("f")), {}, "keep deleting", "vetoed"),
         (pods.pod("g", uid="g"), {}, "keep not-terminal", "vetoed"),
@@ -86,6 +84,9 @@ def test_the_decision_and_what_it_rests_on(
     assert json.loads(RENDERERS["json"](explanation)) == result
     assert yaml.safe_load(RENDERERS["yaml"](explanation)) == result
     decision, why = verdict.split()
+    # -o name prints the pod only when it is to be deleted now.
+    name = f"pod/{obj['metadata']['name']}\n"
+    assert RENDERERS["name"](explanation) == (name if decision == "delete" else "")
     assert (result["decision"], result["skip" if decision == "keep" else "rule"]) == (decision, why)
     assert says in result["summary"]
     vetoes = {veto["name"]: veto["applies"] for veto in result["vetoes"]}
@@ -126,15 +127,6 @@ def test_table_report(config: ConfigFactory) -> None:
     assert lines[-2] == "Decision:   delete"
     bare = explain(pods.pod("api", uid="api"), config(command="explain", rules=RuleSet(())), NOW)
     assert "  (no rule enabled)" in RENDERERS["table"](bare).splitlines()
-
-
-@pytest.mark.parametrize(("min_age", "printed"), [(0.0, "pod/web-10\n"), (3600.0, "")])
-def test_name_is_printed_only_when_the_decision_is_delete(
-    config: ConfigFactory, min_age: float, printed: str
-) -> None:
-    cfg = config(command="explain", rules=RuleSet((Rule("node-shutdown", min_age),)))
-    assert RENDERERS["name"](explain(zombie("web-10"), cfg, NOW)) == printed
-    assert "wide" not in RENDERERS
 
 
 # -- through the API: one GET, nothing else -------------------------------------------

@@ -244,12 +244,6 @@ def test_json_and_yaml_are_kubernetes_style_and_the_same() -> None:
     assert records[1]["pod"]["owner"] is None  # never "", never "<none>"
 
 
-def test_names_are_only_of_what_it_deletes() -> None:
-    items = listed(shutdown("web-0"), shutdown("young", ago=10.0))
-    assert render_as(items, "-o", "name") == "pod/web-0\n"
-    assert render_as(items, "-o", "name", "--waiting") == "pod/web-0\n"
-
-
 def test_wide_and_no_headers() -> None:
     (line,) = render_as(listed(shutdown("web-0")), "-o", "wide", "--no-headers").splitlines()
     assert line.split()[:2] == ["shop", "web-0"]
@@ -260,7 +254,7 @@ def test_wide_and_no_headers() -> None:
     assert one.splitlines()[0].split()[:2] == ["POD", "RULE"]
 
 
-def test_due_column_of_waiting_pods() -> None:
+def test_waiting_pods_have_a_due_column_and_no_name() -> None:
     items = listed(
         shutdown("due"),
         shutdown("young", ago=15.0),
@@ -280,3 +274,7 @@ def test_due_column_of_waiting_pods() -> None:
     records = json.loads(render_as(items, "--waiting", "-o", "json"))
     due = ["2025-12-31T23:55:59Z", "2026-01-01T00:00:44Z", None, None]
     assert [record["due"] for record in records] == due
+    # Names are only of what it deletes, --waiting or not.
+    assert {render_as(items, "-o", "name", *waiting) for waiting in ((), ("--waiting",))} == {
+        "pod/due\n"
+    }

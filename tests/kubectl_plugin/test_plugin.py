@@ -82,7 +82,6 @@ async def kubectl(
         ((), False, ["POD", "db-0", "web-1"]),
         (("-A",), False, ["NAMESPACE", "default", "default", "team-a"]),
         (("-n", "team-a", "-o", "name"), False, ["pod/api-2"]),
-        (("--namespace=team-a", "--no-headers"), False, ["api-2"]),
         (("-l", "app=db", "--no-headers"), False, ["db-0"]),
         # The context, and the kubeconfig from the environment.
         (("--context", "team", "-o", "name"), True, ["pod/api-2"]),

@@ -23,6 +23,11 @@ from zombied.pod import (
 from tests.daemon import pods
 
 UID = "0b7f9c3e-1111-2222-3333-444455556666"
+KEEP = KEEP_ANNOTATION
+
+
+def annotated(value: object) -> dict[str, object]:
+    return {"annotations": {KEEP: value}}
 
 
 def make_pod(**overrides: Any) -> dict[str, Any]:
@@ -399,40 +404,24 @@ class TestOwnerKeepDeleting:
         assert parse_pod(pod).owner == owner
 
     @pytest.mark.parametrize(
-        ("value", "keep", "unclear"),
+        ("metadata", "kept"),
         [
-            ("true", True, False),
-            ("True", True, False),
-            ("TRUE", True, False),
-            (" true ", True, False),
-            ("false", False, False),
-            ("FALSE", False, False),
+            *((annotated(v), (True, False, "annotation")) for v in ("true", "TRUE", " true ")),
+            *((annotated(v), (False, False, "annotation")) for v in ("false", "FALSE")),
             # Anything else was written to keep the pod: kept, and said to be unclear.
-            ("yes", True, True),
-            ("1", True, True),
-            ("", True, True),
-            (True, False, False),  # annotations are strings; a bool is not what the API serves
-            (None, False, False),
+            *((annotated(v), (True, True, "annotation")) for v in ("yes", "1", "")),
+            # Annotations are strings; anything else is not what the API serves.
+            *(({"annotations": a}, (False, False, "")) for a in ({KEEP: True}, None, [KEEP])),
+            # A label of the same key counts, unless the annotation speaks.
+            ({"labels": {KEEP: "true"}}, (True, False, "label")),
+            ({"labels": {KEEP: "true"}, **annotated("false")}, (False, False, "annotation")),
         ],
     )
-    def test_keep_annotation(self, value: object, keep: bool, unclear: bool) -> None:
+    def test_keep(self, metadata: dict[str, object], kept: tuple[bool, bool, str]) -> None:
         pod = make_pod()
-        pod["metadata"]["annotations"] = {KEEP_ANNOTATION: value}
+        pod["metadata"].update(metadata)
         snap = parse_pod(pod)
-        assert (snap.keep, snap.keep_unclear) == (keep, unclear)
-
-    def test_a_label_of_the_same_key_counts_unless_the_annotation_speaks(self) -> None:
-        pod = make_pod()
-        pod["metadata"]["labels"] = {KEEP_ANNOTATION: "true"}
-        assert (parse_pod(pod).keep, parse_pod(pod).keep_via) == (True, "label")
-        pod["metadata"]["annotations"] = {KEEP_ANNOTATION: "false"}
-        assert (parse_pod(pod).keep, parse_pod(pod).keep_via) == (False, "annotation")
-
-    @pytest.mark.parametrize("annotations", [None, "x", ["zombied.io/keep"], 1])
-    def test_annotations_wrong_type(self, annotations: object) -> None:
-        pod = make_pod()
-        pod["metadata"]["annotations"] = annotations
-        assert not parse_pod(pod).keep
+        assert (snap.keep, snap.keep_unclear, snap.keep_via) == kept
 
     @pytest.mark.parametrize(
         ("value", "deleting"),

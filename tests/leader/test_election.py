@@ -120,7 +120,6 @@ async def test_a_leader_that_stops_releases_and_the_next_takes_over_at_its_next_
     ("fault", "value"),
     [
         pytest.param("errors", 503, id="503"),
-        pytest.param("errors", 500, id="500"),
         pytest.param("latency", 60.0, id="hanging"),
         pytest.param("partitioned", True, id="partitioned"),
     ],

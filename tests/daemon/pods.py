@@ -26,14 +26,17 @@ def pod(
     annotations: dict[str, str] | None = None,
     finished_ago: float | None = 60.0,
     at: datetime | None = None,
+    uid: str | None = None,
 ) -> dict[str, Any]:
     """A pod dict; terminal phases get a container terminated ``finished_ago`` seconds
-    before ``at`` (default: the moment of the call)."""
+    before ``at`` (default: the moment of the call). Without ``uid`` the server gives one."""
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
         "labels": dict(labels or {"app": "web"}),
     }
+    if uid is not None:
+        metadata["uid"] = uid
     if annotations:
         metadata["annotations"] = dict(annotations)
     if owner is not None:

@@ -117,7 +117,9 @@ async def test_a_netrc_entry_for_the_api_server_is_not_read(
     assert pods["items"] == []
 
 
-async def test_an_answer_that_never_begins_fails_at_the_deadline(tmp_path: Path) -> None:
+async def test_an_answer_that_never_begins_fails_at_the_deadline(
+    sim: Simulator, tmp_path: Path
+) -> None:
     """A server (or a proxy before it) that takes the request and never answers."""
     held: list[anyio.abc.SocketStream] = []
 
@@ -128,18 +130,10 @@ async def test_an_answer_that_never_begins_fails_at_the_deadline(tmp_path: Path)
 
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    document = sim.kubeconfig()
+    document["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{port}"
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        ),
-        encoding="utf-8",
-    )
+    kubeconfig.write_text(yaml.safe_dump(document), encoding="utf-8")
     watch = Request("watch", "pods", "team-a")
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, hold)

@@ -19,7 +19,6 @@ from zombied.kube import Request, open_kube
 from zombied.kubeconfig import merge
 
 from kubesim import Simulator
-from tests.daemon.test_credentials import GCLOUD_FAILURE, Plugin
 
 LIST = Request("list", "pods", "team-a")
 
@@ -53,20 +52,19 @@ def test_the_first_file_wins_each_name_and_the_current_context() -> None:
     assert user["user"]["exec"]["command"] == "/two/bin/p"
 
 
-def exec_plugin(document: dict[str, Any], tmp_path: Path) -> None:
-    plugin = Plugin(tmp_path / "plugin")
-    plugin.fail(GCLOUD_FAILURE)
-    command = {"command": sys.executable, "args": [str(plugin.directory / "plugin.py")]}
-    exec_user = {"apiVersion": "client.authentication.k8s.io/v1beta1", **command}
+def exec_plugin(document: dict[str, Any]) -> None:
+    failure = "import sys; sys.exit('token expired\\nrun login-again to obtain new credentials')"
+    exec_user = {"command": sys.executable, "args": ["-c", failure]}
+    exec_user["apiVersion"] = "client.authentication.k8s.io/v1beta1"
     document["users"] = [{"name": "sim", "user": {"exec": exec_user}}]
 
 
-def auth_provider(document: dict[str, Any], _tmp_path: Path) -> None:
+def auth_provider(document: dict[str, Any]) -> None:
     oidc = {"name": "oidc", "config": {"id-token": "a.b.c", "refresh-token": "r"}}
     document["users"] = [{"name": "sim", "user": {"auth-provider": oidc}}]
 
 
-def no_certificate(document: dict[str, Any], _tmp_path: Path) -> None:
+def no_certificate(document: dict[str, Any]) -> None:
     cluster = document["clusters"][0]["cluster"]
     cluster["server"] = cluster["server"].replace("http://", "https://")
     cluster["certificate-authority-data"] = base64.b64encode(b"not a certificate").decode()
@@ -75,11 +73,12 @@ def no_certificate(document: dict[str, Any], _tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "change", "expected"),
     [
-        (["--context", "nope"], None, ["--context: no context named 'nope' in $KUBECONFIG"]),
-        ([], "missing", ["$KUBECONFIG: none of its files exists"]),
+        # The option or variable to fix, and what in it is wrong.
+        (["--context", "nope"], None, ["--context: ", "'nope'", "$KUBECONFIG"]),
+        ([], "missing", ["$KUBECONFIG: ", "nowhere"]),
         ([], "broken", ["$KUBECONFIG: "]),
         # A failing exec plugin at start: its own hint, and no line of the library's.
-        ([], exec_plugin, ["$KUBECONFIG: exec plugin python", "gcloud auth login to obtain"]),
+        ([], exec_plugin, ["$KUBECONFIG: exec plugin python", "run login-again to obtain"]),
         ([], auth_provider, ["auth-provider 'oidc'", "kubelogin"]),  # nothing would refresh it
         ([], no_certificate, ["$KUBECONFIG: TLS settings: "]),
     ],
@@ -96,7 +95,7 @@ def test_errors_name_where_to_look_in_one_line(
 ) -> None:
     document = sim.kubeconfig(contexts={"other": "token"})
     if callable(change):
-        change(document, tmp_path)
+        change(document)
     path = write(tmp_path / "config", document)
     if change == "broken":
         path.write_text("clusters: [unclosed", encoding="utf-8")

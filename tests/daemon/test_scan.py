@@ -169,19 +169,6 @@ async def test_a_signal_stops_the_deletes_and_it_says_what_was_done(
     assert "interrupted by SIGINT: 2 pod(s) not done" in err
 
 
-async def test_the_namespace_is_kubectls(sim: Simulator, tmp_path: Path) -> None:
-    cluster(sim)
-    document = sim.kubeconfig()
-    document["contexts"][0]["context"]["namespace"] = "team-b"  # kubectl config set-context
-    kubeconfig = tmp_path / "kubeconfig"
-    await anyio.Path(kubeconfig).write_text(yaml.safe_dump(document))
-    out = io.StringIO()
-    config = load_config("scan", ["--kubeconfig", str(kubeconfig), "-o", "json"], {})
-    assert await scan(config, out, io.StringIO()) == 0
-    assert [record["pod"]["name"] for record in json.loads(out.getvalue())] == ["db-0"]
-    assert {r.namespace for r in sim.requests if r.verb == "list"} == {"team-b"}
-
-
 async def test_names_of_several_namespaces_are_said_to_be_ambiguous(
     sim: Simulator, config: ConfigFactory
 ) -> None:
@@ -257,12 +244,6 @@ def test_json_and_yaml_are_kubernetes_style_and_the_same() -> None:
     assert records[1]["pod"]["owner"] is None  # never "", never "<none>"
 
 
-def test_names_are_only_of_what_it_deletes() -> None:
-    items = listed(shutdown("web-0"), shutdown("young", ago=10.0))
-    assert render_as(items, "-o", "name") == "pod/web-0\n"
-    assert render_as(items, "-o", "name", "--waiting") == "pod/web-0\n"
-
-
 def test_wide_and_no_headers() -> None:
     (line,) = render_as(listed(shutdown("web-0")), "-o", "wide", "--no-headers").splitlines()
     assert line.split()[:2] == ["shop", "web-0"]
@@ -273,7 +254,7 @@ def test_wide_and_no_headers() -> None:
     assert one.splitlines()[0].split()[:2] == ["POD", "RULE"]
 
 
-def test_due_column_of_waiting_pods() -> None:
+def test_waiting_pods_have_a_due_column_and_no_name() -> None:
     items = listed(
         shutdown("due"),
         shutdown("young", ago=15.0),
@@ -293,3 +274,7 @@ def test_due_column_of_waiting_pods() -> None:
     records = json.loads(render_as(items, "--waiting", "-o", "json"))
     due = ["2025-12-31T23:55:59Z", "2026-01-01T00:00:44Z", None, None]
     assert [record["due"] for record in records] == due
+    # Names are only of what it deletes, --waiting or not.
+    assert {render_as(items, "-o", "name", *waiting) for waiting in ((), ("--waiting",))} == {
+        "pod/due\n"
+    }

@@ -179,7 +179,7 @@ async def test_a_busy_stream_is_never_cut_for_silence_on_loop_time() -> None:
     assert "watch.inactive" not in [entry["event"] for entry in logs]
 
 
-@pytest.mark.parametrize("retry_after", [math.inf, math.nan, -5.0, 3600.0])
+@pytest.mark.parametrize("retry_after", [math.nan, 3600.0])
 @pytest.mark.looptime
 async def test_a_throttled_watch_waits_retry_after_capped_as_the_reaper_does(
     retry_after: float,
@@ -211,43 +211,17 @@ def status(code: object, reason: str = "Weird") -> dict[str, Any]:
     }
 
 
-# In the order the first stream sends them; each must be logged as one skip.
+# One line of each kind the watch cannot use, in the order the first stream sends them;
+# each must be logged as one skip. (Which objects are no usable pod is test_pod's.)
 HOSTILE: list[bytes] = [
     b"{not json",
-    b"\xff\xfe\x00garbage",
     b"[]",
-    b"null",
-    b'"just a string"',
     event("EXPLODED", versioned("unknown-type", 1)),
-    json.dumps({"type": 42, "object": {}}).encode(),
-    json.dumps({"object": versioned("no-type", 1)}).encode(),
-    json.dumps({"type": "ADDED"}).encode(),
-    event("ADDED", "not an object"),
-    event("ADDED", {"kind": "Pod"}),  # no metadata
-    event("ADDED", {"metadata": "x", "status": {"phase": "Failed"}}),
-    event("MODIFIED", {"metadata": {"name": 7, "namespace": "team-a", "uid": "u"}}),
-    event("MODIFIED", {"metadata": {"name": "a/../b", "namespace": "team-a", "uid": "u"}}),
-    event("ADDED", {"metadata": {"name": "no-uid", "namespace": "team-a"}}),
-    event("DELETED", {}),
-    event("DELETED", {"metadata": ["x"]}),
-    event("BOOKMARK", {"metadata": {}}),
-    event("BOOKMARK", {"metadata": {"resourceVersion": 12}}),
-    # Parsed, but with nothing that makes a zombie (no status at all, wrong types inside):
-    # not terminal, so skipped with a line that names the pod.
+    json.dumps({"type": "ADDED"}).encode(),  # no object
+    event("ADDED", {"kind": "Pod"}),  # no metadata: no pod to name
+    event("BOOKMARK", {"metadata": {}}),  # no resourceVersion to resume from
+    # Parsed, but with no status: not terminal, so skipped with a line naming the pod.
     event("ADDED", {"metadata": {"name": "no-status", "namespace": "team-a", "uid": "u1"}}),
-    event(
-        "ADDED",
-        {
-            "metadata": {"name": "bad-types", "namespace": "team-a", "uid": "u2", "labels": 5},
-            "spec": [],
-            "status": {
-                "phase": ["Failed"],
-                "reason": {"x": 1},
-                "conditions": "DisruptionTarget",
-                "containerStatuses": [{"state": {"terminated": {"finishedAt": 3}}}, None],
-            },
-        },
-    ),
 ]
 
 
@@ -288,7 +262,7 @@ async def test_hostile_lines_are_skipped_and_the_watch_goes_on() -> None:
     skips = [entry for entry in logs if entry["event"] == "watch.skipped"]
     assert len(skips) == len(HOSTILE), skips
     not_terminal = {entry.get("pod") for entry in skips if entry["why"] == "pod not terminal"}
-    assert not_terminal == {"no-status", "bad-types"}
+    assert not_terminal == {"no-status"}
     # Every ERROR Status and the silence ended a stream, and the watch resumed from the
     # last resourceVersion seen; only the 418 made it relist.
     resumed = [query["resourceVersion"] for _, query in api.opened]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from zombied.config import load_config
 from zombied.plugin import main, translate
 
@@ -57,22 +55,13 @@ def test_the_plugin_and_zombied_mean_the_same(
     assert getattr(resolved(*argv), field) == expected
 
 
-def test_the_namespace_is_the_contexts(tmp_path: Path) -> None:
-    config = tmp_path / "config"
-    contexts = [{"name": "team", "context": {"namespace": "shop"}}]
-    config.write_text(yaml.safe_dump({"current-context": "team", "contexts": contexts}))
-    assert resolved(environ={"KUBECONFIG": str(config)}).namespace == "shop"
-    explained = resolved("explain", "web-0", "--kubeconfig", str(config))
-    assert explained.target == ("shop", "web-0")
-
-
 def test_the_plugin_only_reads(capsys: pytest.CaptureFixture[str]) -> None:
     for flag in ("--delete", "--delete=true", "--delete=false"):
         assert main([flag]) == 2
-        assert capsys.readouterr().err == (
-            "kubectl zombies: error: --delete: kubectl zombies only reads; "
-            "'zombied scan --delete' takes the same options and deletes what it lists\n"
-        )
+        (line,) = capsys.readouterr().err.splitlines()
+        # The option refused, and the command that does delete.
+        assert line.startswith("kubectl zombies: error: --delete: ")
+        assert "'zombied scan --delete'" in line
     # An environment set up for `zombied scan --delete` does not make the plugin delete.
     environ = {**NO_KUBECONFIG, "ZOMBIED_DELETE": "true"}
     assert resolved(environ=environ).delete is False
@@ -82,4 +71,4 @@ def test_help_and_a_flag_without_its_value(capsys: pytest.CaptureFixture[str]) -
     assert main(["--help"]) == 0
     assert capsys.readouterr().out.startswith("usage: kubectl zombies")
     assert main(["-n"]) == 2
-    assert capsys.readouterr().err.startswith("zombied: error: --namespace: expected one")
+    assert capsys.readouterr().err.startswith("zombied: error: --namespace: ")

@@ -13,10 +13,9 @@ from typing import Any
 import anyio
 import pytest
 from structlog.testing import capture_logs
-from zombied.kube import ApiError, Kind, Request
 from zombied.leader import micro_time
 
-from tests.leader.conftest import LEASE, LONG, NAMESPACE, NEXT_RETRY, Candidate, wait_for
+from tests.leader.conftest import LONG, NEXT_RETRY, Candidate, wait_for
 from tests.leader.memory import LeaseServer
 
 pytestmark = pytest.mark.looptime
@@ -121,7 +120,6 @@ async def test_a_leader_that_stops_releases_and_the_next_takes_over_at_its_next_
     ("fault", "value"),
     [
         pytest.param("errors", 503, id="503"),
-        pytest.param("errors", 500, id="500"),
         pytest.param("latency", 60.0, id="hanging"),
         pytest.param("partitioned", True, id="partitioned"),
     ],
@@ -311,12 +309,6 @@ async def test_a_release_meets_a_write_of_ours_still_on_its_way(
         await wait_for(lambda: standby.leading, 1.0, "the standby's takeover")
         assert standby.gained_at - released_at <= NEXT_RETRY
         assert not leader.leadership.in_term
-    if landed:
-        # Had the write landed after the release instead, its version would be stale.
-        late = leader.kube.bodies(verb)[sent]
-        with pytest.raises(ApiError) as refused:
-            server.apply(Request(verb, "leases", NAMESPACE, LEASE), late)
-        assert refused.value.kind is Kind.CONFLICT
 
 
 async def test_an_answer_that_is_no_lease_is_reported_and_retried(

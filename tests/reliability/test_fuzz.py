@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from zombied.pod import PodParseError, PodSnapshot, parse_pod
 from zombied.rules import RULE_NAMES, Decision, Rule, RuleSet, Selection, judge
 
+from tests.daemon import pods
 from tests.reliability.profiles import budget
 
 # Thousands of examples through the same few functions: the unit tests cover their
@@ -53,33 +54,17 @@ TEXTS = [
 ]
 
 #: A realistic terminal pod, which `mutated_pods` changes in a few places.
-POD: dict[str, Any] = {
-    "metadata": {
-        "name": "web-0",
-        "namespace": "team-a",
-        "uid": "0f1e2d3c-aaaa-4bbb-8ccc-000000000001",
-        "resourceVersion": "42",
-        "labels": {"app": "web"},
-        "annotations": {"zombied.io/keep": "false"},
-        "ownerReferences": [{"kind": "StatefulSet", "name": "web", "controller": True}],
-    },
-    "spec": {"nodeName": "spot-1"},
-    "status": {
-        "phase": "Failed",
-        "reason": "Terminated",
-        "message": "Pod was terminated in response to imminent node shutdown.",
-        "conditions": [
-            {
-                "type": "DisruptionTarget",
-                "status": "True",
-                "lastTransitionTime": "2024-05-01T10:00:00.123456789+05:30",
-            }
-        ],
-        "containerStatuses": [
-            {"name": "web", "state": {"terminated": {"finishedAt": "2024-05-01T10:00:00Z"}}}
-        ],
-    },
-}
+POD: dict[str, Any] = pods.zombie(
+    "web-0",
+    uid="0f1e2d3c-aaaa-4bbb-8ccc-000000000001",
+    owner=("StatefulSet", "web"),
+    annotations={"zombied.io/keep": "false"},
+    at=datetime(2024, 5, 1, 10, tzinfo=UTC),
+)
+POD["metadata"]["resourceVersion"] = "42"
+POD["status"]["conditions"] = [
+    {"type": "DisruptionTarget", "status": "True", "lastTransitionTime": "2024-05-01T10:00:00Z"}
+]
 
 
 def keys_of(value: Any) -> set[str]:

@@ -1,14 +1,11 @@
-"""Hostile configuration files: one line saying what is wrong, exit code 2, no traceback.
-
-Every broken file is tried through `load_config` (a `ConfigError` naming the file) and
-through a real ``python -m zombied run --config FILE`` process. A file wrong in one key
-is the unit tests' business; these are garbage, bombs and floods.
+"""Hostile configuration files: garbage, bombs and floods are a `ConfigError` naming
+the file, never a crash or a hang. A file wrong in one key is the unit tests' business;
+that a configuration error is one line and exit code 2, in a real process too,
+tests/daemon/test_cli's.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,42 +27,11 @@ BROKEN: dict[str, bytes] = {
 }
 
 
-@pytest.fixture
-def kubeconfig(tmp_path: Path) -> Path:
-    """A valid kubeconfig for a server nobody runs: only the config file can be wrong."""
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: s, cluster: {server: 'http://127.0.0.1:9'}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: s, user: u}}]\n"
-    )
-    return path
-
-
 @pytest.mark.parametrize("name", sorted(BROKEN))
-def test_load_config_names_the_file(name: str, tmp_path: Path, kubeconfig: Path) -> None:
+def test_load_config_names_the_file(name: str, tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_bytes(BROKEN[name])
     with pytest.raises(ConfigError) as caught:
-        load_config("run", ["--config", str(path), "--kubeconfig", str(kubeconfig)], {})
+        load_config("run", ["--config", str(path)], {})
     assert (caught.value.source, caught.value.where) == (Source.FILE, str(path))
-
-
-@pytest.mark.subprocess
-@pytest.mark.parametrize("name", ["not-yaml", "binary", "huge-garbage"])
-def test_zombied_run_exits_2_with_one_line(name: str, tmp_path: Path, kubeconfig: Path) -> None:
-    path = tmp_path / f"{name}.yaml"
-    path.write_bytes(BROKEN[name])
-    done = subprocess.run(
-        [sys.executable, "-m", "zombied", "run", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
-        check=False,
-    )
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
-    assert "Traceback" not in done.stderr + done.stdout
+    assert "\n" not in str(caught.value)

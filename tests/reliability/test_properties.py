@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,22 +197,26 @@ class ClusterHistory(RuleBasedStateMachine):
 
     # -- the API server -------------------------------------------------------------
 
+    def _on_sim(self, change: Callable[[Simulator], object]) -> None:
+        assert self.live is not None
+        self.portal.call(change, self.live.sim)
+
     @rule()
     def cut_watches(self) -> None:
-        assert self.live is not None
-        self.portal.call(self.live.sim.faults.cut_watches)
+        self._on_sim(lambda sim: sim.faults.cut_watches())
 
     @rule(cut=st.booleans())
     def compact(self, cut: bool) -> None:
-        assert self.live is not None
-        self.portal.call(self.live.sim.compact)
-        if cut:
-            self.portal.call(self.live.sim.faults.cut_watches)
+        def compact(sim: Simulator) -> None:
+            sim.compact()
+            if cut:
+                sim.faults.cut_watches()
+
+        self._on_sim(compact)
 
     @rule(down_for=st.sampled_from([0.0, 0.0, 0.2]))
     def restart_api_server(self, down_for: float) -> None:
-        assert self.live is not None
-        self.portal.call(self.live.sim.restart, down_for)
+        self._on_sim(lambda sim: sim.restart(down_for))
 
     @rule(
         verb=st.sampled_from(["delete", "list", "watch", "*"]),
@@ -221,23 +225,16 @@ class ClusterHistory(RuleBasedStateMachine):
         retry_after=st.sampled_from([0.05, 0.3]),
     )
     def error_burst(self, verb: str, status: int, count: int, retry_after: float) -> None:
-        assert self.live is not None
-        faults = self.live.sim.faults
-        self.portal.call(
-            lambda: faults.add_error(
-                verb,
-                "pods",
-                status=status,
-                count=count,
-                retry_after=retry_after if status == 429 else None,
+        throttled = retry_after if status == 429 else None
+        self._on_sim(
+            lambda sim: sim.faults.add_error(
+                verb, "pods", status=status, count=count, retry_after=throttled
             )
         )
 
     @rule(seconds=st.sampled_from([0.02, 0.1]))
     def slow_deletes(self, seconds: float) -> None:
-        assert self.live is not None
-        faults = self.live.sim.faults
-        self.portal.call(lambda: faults.add_latency("delete", "pods", seconds))
+        self._on_sim(lambda sim: sim.faults.add_latency("delete", "pods", seconds))
 
     @precondition(lambda self: self.live is not None)
     @rule()

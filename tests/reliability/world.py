@@ -27,8 +27,10 @@ from kubesim.scenario import (
     Owner,
     evicted_pod,
     failed_pod,
+    namespace_object,
     new_uid,
     node_object,
+    node_ready,
     pod_object,
     shutdown_pod,
     succeeded_pod,
@@ -222,10 +224,7 @@ class World:
         existing = {n["metadata"]["name"] for n in store.list("namespaces")}
         for ns in (*NAMESPACES, "default"):
             if ns not in existing:
-                store.create(
-                    "namespaces",
-                    {"metadata": {"name": ns}, "spec": {}, "status": {"phase": "Active"}},
-                )
+                store.create("namespaces", namespace_object(ns))
         for _ in range(nodes):
             self.add_node()
         for i in range(pods):
@@ -247,15 +246,7 @@ class World:
         return pods[index % len(pods)] if pods else None
 
     def ready_nodes(self) -> list[str]:
-        return sorted(
-            n["metadata"]["name"]
-            for n in self.sim.store.list("nodes")
-            if not (n.get("spec") or {}).get("unschedulable")
-            and any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (n.get("status") or {}).get("conditions") or ()
-            )
-        )
+        return sorted(n["metadata"]["name"] for n in self.sim.store.list("nodes") if node_ready(n))
 
     def _model(self, pod: JSONDict) -> PodModel:
         meta = pod["metadata"]

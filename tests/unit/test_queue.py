@@ -237,45 +237,6 @@ async def test_drain_hands_out_what_is_due_then_closes() -> None:
     assert len(queue) == 2  # not due: left for the next instance
 
 
-async def test_workers_never_share_a_key() -> None:
-    queue: WorkQueue[str] = WorkQueue()
-    keys = [f"k{i}" for i in range(10)]
-    active: set[str] = set()
-    handled: dict[str, int] = dict.fromkeys(keys, 0)
-    overlap: list[str] = []
-
-    async def worker() -> None:
-        while True:
-            try:
-                key = await queue.get()
-            except QueueClosed:
-                return
-            if key in active:
-                overlap.append(key)
-            active.add(key)
-            await anyio.sleep(1.5)
-            active.discard(key)
-            handled[key] += 1
-            queue.done(key)
-
-    async def producer() -> None:
-        for step in range(40):
-            for i, key in enumerate(keys):
-                if (step + i) % 3 == 0:
-                    queue.add(key, delay=(step % 4) * 0.5)
-            await anyio.sleep(0.5)
-        await anyio.sleep(30)
-        queue.shut_down(drain=True)
-
-    async with anyio.create_task_group() as tg:
-        for _ in range(4):
-            tg.start_soon(worker)
-        tg.start_soon(producer)
-    assert overlap == []
-    assert all(count > 0 for count in handled.values())
-    assert (queue.processing, len(queue)) == (0, 0)
-
-
 async def test_discarded_keys_leave_no_memory_behind() -> None:
     queue: WorkQueue[int] = WorkQueue()
     tracemalloc.start()

@@ -66,7 +66,7 @@ def test_rate_stays_between_floor_and_ceiling(steps: list[tuple[float, bool]]) -
     ("retry_after", "delay"),
     [(3600.0, MAX_RETRY_AFTER), (math.inf, MAX_RETRY_AFTER), (0.0, 0), (-1.0, 0), (math.nan, 0)],
 )
-def test_retry_delay_is_bounded_and_nothing_is_immediate(retry_after: float, delay: float) -> None:
+def test_retry_delay_is_capped_and_never_negative(retry_after: float, delay: float) -> None:
     assert retry_delay(retry_after, random.Random(1)) == delay
 
 

@@ -42,6 +42,10 @@ LATENCY_S = 1.0
 #:   kubelet restarts such a pod, or, with restartPolicy Never (a Job's), writes it Failed
 #:   with no reason and no DisruptionTarget, no trace of the shutdown at all.
 RACY = frozenset({"critical", "web", "agent", "stubborn", "batch"})
+#: Roles racy on one release only. A 1.20 kubelet has once rewritten the pod it evicted
+#: for its emptyDir (Failed/Evicted in the API before the shutdown was announced) as
+#: Failed/Shutdown when the node shut down; in other runs it kept it Evicted.
+RACY_ON = {"v1.20.2": frozenset({"evicted"})}
 #: What zombied decides on each role, on every release (the rest differ by release, or
 #: are racy).
 VERDICTS = {
@@ -59,11 +63,15 @@ VERDICTS = {
 }
 
 
+def _racy(story: Story) -> frozenset[str]:
+    return RACY | RACY_ON.get(story.version, frozenset())
+
+
 def _differences(story: Story) -> list[str]:
     committed = {pod.role: pod for pod in recorded(story.version)}
     found = {entry["role"]: entry for entry in corpus.entries(story)}
     lines = []
-    for role in sorted((set(committed) | set(found)) - RACY):
+    for role in sorted((set(committed) | set(found)) - _racy(story)):
         if role not in found:
             lines.append(f"{role}: recorded before, not seen now")
             continue
@@ -92,7 +100,8 @@ def test_the_kubelet_writes_the_recorded_pods(story: Story) -> None:
 
 def test_zombied_decides_on_each_role(story: Story) -> None:
     verdicts = {entry["role"]: entry["verdict"] for entry in corpus.entries(story)}
-    assert {role: verdicts.get(role) for role in VERDICTS} == VERDICTS
+    expected = {role: verdict for role, verdict in VERDICTS.items() if role not in _racy(story)}
+    assert {role: verdicts.get(role) for role in expected} == expected
 
 
 def test_zombied_deletes_only_due_zombies_within_a_second(story: Story) -> None:

@@ -6,7 +6,8 @@ camelCase key of the ``--config`` file (flag > environment > file > default). Ev
 value given is checked, whichever source wins; argparse reads the command line. A
 command runs with a `Config`: its options, with the rules they enable built. Every
 problem is a `ConfigError` naming the option, its source and, in a file, the line.
-What makes a rule valid `zombied.rules` decides. It reads files, never the cluster.
+What makes a rule valid `zombied.rules` decides; which Lease timings are consistent
+is decided here, for the elector too. It reads files, never the cluster.
 """
 
 from __future__ import annotations
@@ -267,6 +268,7 @@ OPTIONS: Final = tuple(
     for option in field.metadata
     if isinstance(option, Option)
 )
+_BY_NAME: Final = {o.name: o for o in OPTIONS}
 _DEFAULTS: Final = {o.name: o.default for o in OPTIONS if o.default is not None}
 #: The file's keys; its ``rules`` are rule specs, not ``--rules``.
 _FILE_KEYS: Final = {
@@ -282,7 +284,7 @@ def _validated(
         checked = Options.model_validate(_DEFAULTS | dict(given))
     except pydantic.ValidationError as exc:
         (name, *rest), problem = _first(exc)
-        option = next(option for option in OPTIONS if option.name == name)
+        option = _BY_NAME[str(name)]
         if file is not None:
             raise file.error((to_camel(option.name), *rest), problem) from None
         where = option.env if source is Source.ENV else None
@@ -425,7 +427,7 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
     if command == "run":
         timing = [values[name] for name in ("lease_duration", "renew_deadline", "retry_period")]
         if (fault := lease_timing_fault(*timing)) is not None:
-            raise ConfigError(fault[1], option="--" + fault[0].replace("_", "-"))
+            raise ConfigError(fault[1], option=_BY_NAME[fault[0]].flag)
     elif values["all_namespaces"] and "namespace" in given:
         raise ConfigError("cannot be combined with --namespace (-n)", option="--all-namespaces")
     elif not values["all_namespaces"]:

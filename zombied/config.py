@@ -425,8 +425,10 @@ def load_config(command: str, argv: Sequence[str], environ: Mapping[str, str]) -
     file = _read_file(config_file) if config_file is not None else _File()
     values = dict(Options.model_validate(_DEFAULTS)) | file.values | from_env | given
     if command == "run":
-        timing = [values[name] for name in ("lease_duration", "renew_deadline", "retry_period")]
-        if (fault := lease_timing_fault(*timing)) is not None:
+        timing = {
+            name: values[name] for name in ("lease_duration", "renew_deadline", "retry_period")
+        }
+        if (fault := lease_timing_fault(**timing)) is not None:
             raise ConfigError(fault[1], option=_BY_NAME[fault[0]].flag)
     elif values["all_namespaces"] and "namespace" in given:
         raise ConfigError("cannot be combined with --namespace (-n)", option="--all-namespaces")

@@ -13,6 +13,7 @@ every byte stays on loopback or inside the namespaces the nodes are.
 
 from __future__ import annotations
 
+import fcntl
 import secrets
 import shutil
 import tempfile
@@ -38,6 +39,9 @@ SPOT = "spot"
 POOL = "zombied.test/pool"
 SPOT_LABEL = "cloud.google.com/gke-spot"
 BUSYBOX = "zombied.test/busybox:1"
+#: The clusters of both releases share this machine's disk: space one frees while the
+#: other measures its disk pressure would keep the other's kubelet from seeing any.
+DISK_LOCK = Path(tempfile.gettempdir()) / "zombied-nodes-disk.lock"
 NODE_BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "pause")
 
 
@@ -50,6 +54,14 @@ def missing(version: str) -> str | None:
         if not (binary_dir(version) / "bin" / name).exists():
             return f"{binary_dir(version) / 'bin' / name} is not built (run `make real-apiserver`)"
     return missing_tools()
+
+
+@contextmanager
+def disk_held() -> Iterator[None]:
+    """No other cluster of this machine frees its disk meanwhile (see `DISK_LOCK`)."""
+    with DISK_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _old(version: str) -> bool:
@@ -130,7 +142,8 @@ class NodeCluster(RealCluster):
         for node in self.nodes.values():
             node.stop()
         super().stop()
-        shutil.rmtree(self.node_root, ignore_errors=True)
+        with disk_held():
+            shutil.rmtree(self.node_root, ignore_errors=True)
 
     def _apiserver_flags(self, etcd_url: str, port: int) -> list[str]:
         # A controller-manager creates the "default" ServiceAccounts here: pods get

@@ -29,7 +29,7 @@ from zombied.pod import parse_pod, parse_time
 from zombied.rules import Rule, RuleSet, judge
 
 from tests.nodes import workloads as w
-from tests.nodes.cluster import SPOT, STABLE, NodeCluster
+from tests.nodes.cluster import SPOT, STABLE, NodeCluster, disk_held
 from tests.nodes.install import NAMESPACE as ZOMBIED_NAMESPACE
 from tests.nodes.install import Install, image_archive
 from tests.nodes.recorder import PodRecorder
@@ -79,11 +79,14 @@ SHUTDOWN_ROLES = frozenset(role for role, (phase, _) in ROLES.items() if phase =
 
 @dataclass
 class View:
-    """What ``scan`` and ``explain`` said of one pod: is it a zombie, and by which rule."""
+    """What ``scan`` and ``explain`` said of one pod: is it a zombie, and by which rule;
+    and which pod, in which state, ``explain`` saw."""
 
     scan_rule: str | None
     explain_rule: str | None
     explain_skip: str | None
+    uid: str
+    reason: str | None
 
 
 @dataclass
@@ -524,26 +527,27 @@ def _disk_pressure(story: Story) -> None:
     story.phases["pressure"] = time.monotonic()
     node = story.cluster.nodes[SPOT]
     node.kill()
-    # The threshold: 500 MiB less free space than there is now; the pod writes 1500, so
-    # that whatever else this machine writes or frees meanwhile, it alone crosses it.
-    free = shutil.disk_usage(node.directory).free // 2**20
-    node.eviction_hard = {**node.eviction_hard, "nodefs.available": f"{free - 500}Mi"}
-    _reboot(story, SPOT)
-    filler = w.pod_spec(
-        ["sh", "-c", "dd if=/dev/zero of=/fill bs=1M count=1500; sleep 3600"], node=SPOT
-    )
-    _name_roles(story, [_post(story, w.pod("pressure", filler))])
-    # The kubelet writes the pod Failed at once and its container's end when the
-    # container has stopped; the node goes only after both, or which the corpus records
-    # would be a race.
-    _wait(
-        lambda: any(
-            p["metadata"]["name"] == "pressure" and _phase(p) == "Failed" and _stopped(p)
-            for p in story.recorder.latest()
-        ),
-        "the kubelet to evict the pod and stop its container",
-    )
-    node.kill()
+    with disk_held():
+        # The threshold: 500 MiB less free space than there is now; the pod writes 1500,
+        # so that whatever else this machine writes meanwhile, it alone crosses it.
+        free = shutil.disk_usage(node.directory).free // 2**20
+        node.eviction_hard = {**node.eviction_hard, "nodefs.available": f"{free - 500}Mi"}
+        _reboot(story, SPOT)
+        filler = w.pod_spec(
+            ["sh", "-c", "dd if=/dev/zero of=/fill bs=1M count=1500; sleep 3600"], node=SPOT
+        )
+        _name_roles(story, [_post(story, w.pod("pressure", filler))])
+        # The kubelet writes the pod Failed at once and its container's end when the
+        # container has stopped; the node goes only after both, or which the corpus
+        # records would be a race.
+        _wait(
+            lambda: any(
+                p["metadata"]["name"] == "pressure" and _phase(p) == "Failed" and _stopped(p)
+                for p in story.recorder.latest()
+            ),
+            "the kubelet to evict the pod and stop its container",
+        )
+        node.kill()
 
 
 class _Viewer:
@@ -591,10 +595,13 @@ class _Viewer:
         config = story.workdir / "zombied.yaml"
         config.write_text(json.dumps(CONFIG))
         common = [f"--kubeconfig={kubeconfig}", f"--namespaces={NAMESPACE}", f"--config={config}"]
+        # A pod is asked about again when it is another pod of that name or the kubelet
+        # rewrote its reason (a 1.20 kubelet once turned Evicted into Shutdown).
         terminal = [
             p["metadata"]["name"]
             for p in story.recorder.latest()
-            if _phase(p) in TERMINAL and p["metadata"]["name"] not in story.views
+            if _phase(p) in TERMINAL
+            and _state(p) != _viewed(story.views.get(p["metadata"]["name"]))
         ]
         if not terminal:
             return
@@ -618,7 +625,21 @@ class _Viewer:
             if process.returncode != 0:
                 raise ClusterError(f"explain {name}: {err.decode()}")
             explained = json.loads(out)
-            story.views[name] = View(listed.get(name), explained.get("rule"), explained.get("skip"))
+            story.views[name] = View(
+                listed.get(name),
+                explained.get("rule"),
+                explained.get("skip"),
+                explained["pod"]["uid"],
+                explained["pod"]["reason"],
+            )
+
+
+def _state(pod: dict[str, Any]) -> tuple[str, str | None]:
+    return pod["metadata"]["uid"], pod.get("status", {}).get("reason") or None
+
+
+def _viewed(view: View | None) -> tuple[str, str | None] | None:
+    return None if view is None else (view.uid, view.reason)
 
 
 def _wait_reaped(story: Story) -> None:

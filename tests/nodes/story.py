@@ -80,12 +80,12 @@ SHUTDOWN_ROLES = frozenset(role for role, (phase, _) in ROLES.items() if phase =
 @dataclass
 class View:
     """What ``scan`` and ``explain`` said of one pod: is it a zombie, and by which rule;
-    and which pod, in which state, ``explain`` saw."""
+    and the reason it had when ``explain`` read it."""
 
+    name: str
     scan_rule: str | None
     explain_rule: str | None
     explain_skip: str | None
-    uid: str
     reason: str | None
 
 
@@ -102,7 +102,7 @@ class Story:
     released_after_s: float = 0.0
     #: uid → role (see `ROLES`).
     roles: dict[str, str] = field(default_factory=dict)
-    #: pod name → what scan and explain said while it waited.
+    #: pod uid → what scan and explain said while it waited.
     views: dict[str, View] = field(default_factory=dict)
     install: Install | None = None
     #: Seconds from ``kubectl apply -k`` to a leader; from ``helm install`` to a leader.
@@ -595,13 +595,10 @@ class _Viewer:
         config = story.workdir / "zombied.yaml"
         config.write_text(json.dumps(CONFIG))
         common = [f"--kubeconfig={kubeconfig}", f"--namespaces={NAMESPACE}", f"--config={config}"]
-        # A pod is asked about again when it is another pod of that name or the kubelet
-        # rewrote its reason (a 1.20 kubelet once turned Evicted into Shutdown).
         terminal = [
             p["metadata"]["name"]
             for p in story.recorder.latest()
-            if _phase(p) in TERMINAL
-            and _state(p) != _viewed(story.views.get(p["metadata"]["name"]))
+            if _phase(p) in TERMINAL and _unviewed(story, p)
         ]
         if not terminal:
             return
@@ -625,21 +622,21 @@ class _Viewer:
             if process.returncode != 0:
                 raise ClusterError(f"explain {name}: {err.decode()}")
             explained = json.loads(out)
-            story.views[name] = View(
+            story.views[explained["pod"]["uid"]] = View(
+                name,
                 listed.get(name),
                 explained.get("rule"),
                 explained.get("skip"),
-                explained["pod"]["uid"],
                 explained["pod"]["reason"],
             )
 
 
-def _state(pod: dict[str, Any]) -> tuple[str, str | None]:
-    return pod["metadata"]["uid"], pod.get("status", {}).get("reason") or None
-
-
-def _viewed(view: View | None) -> tuple[str, str | None] | None:
-    return None if view is None else (view.uid, view.reason)
+def _unviewed(story: Story, pod: dict[str, Any]) -> bool:
+    """Whether scan and explain have yet to see ``pod`` with its reason: a pod is asked
+    about again when its kubelet rewrites it (a 1.20 kubelet once turned Evicted into
+    Shutdown)."""
+    view = story.views.get(pod["metadata"]["uid"])
+    return view is None or view.reason != (pod.get("status", {}).get("reason") or None)
 
 
 def _wait_reaped(story: Story) -> None:

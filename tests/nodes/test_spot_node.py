@@ -153,18 +153,18 @@ def test_scan_explain_and_the_daemon_agree(story: Story) -> None:
     }
     assert story.views
     compared = []
-    for name, view in story.views.items():
-        assert view.scan_rule == view.explain_rule, name
-        assert (view.explain_rule is None) == (view.explain_skip is not None), name
-        if view.uid in reaped:
-            reason, rule = reaped[view.uid]
+    for uid, view in story.views.items():
+        assert view.scan_rule == view.explain_rule, view.name
+        assert (view.explain_rule is None) == (view.explain_skip is not None), view.name
+        if uid in reaped:
+            reason, rule = reaped[uid]
             # A pod the kubelet rewrote once it was due is deleted before the viewer
             # asks again: only the same state is compared.
             if reason == view.reason:
-                assert rule == view.scan_rule, name
-                compared.append(name)
+                assert rule == view.scan_rule, view.name
+                compared.append(view.name)
         elif view.scan_rule is not None:
             # A zombie zombied did not delete: its controller did, first.
-            by = corpus.deleted_by(story, story.recorder.pods()[view.uid])
-            assert by not in (None, "zombied"), name
+            by = corpus.deleted_by(story, story.recorder.pods()[uid])
+            assert by not in (None, "zombied"), view.name
     assert compared, "no pod zombied reaped was seen by scan and explain in that state"

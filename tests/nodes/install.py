@@ -154,14 +154,16 @@ class Install:
         ]
         return len(ready) >= count
 
-    def holder(self) -> str | None:
-        """The Lease's holder: a pod's name and a suffix of its process."""
+    def lease(self) -> dict[str, Any]:
+        """The Lease's spec as its holders wrote it; empty while there is none."""
         status, body = self.cluster.request(
             "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/zombied"
         )
-        return (
-            str(body.get("spec", {}).get("holderIdentity") or "") or None if status == 200 else None
-        )
+        return dict(body.get("spec", {})) if status == 200 else {}
+
+    def holder(self) -> str | None:
+        """The Lease's holder: a pod's name and a suffix of its process."""
+        return str(self.lease().get("holderIdentity") or "") or None
 
     def leader(self) -> str | None:
         """The pod holding the Lease, when a pod of this install does."""

@@ -523,6 +523,13 @@ def _return_replaced(story: Story) -> None:
     node.system_reserved = {"cpu": "1"}
     node.labels = {**node.labels, w.POOL: "spot-2"}
     _reboot(story, SPOT)
+    # The kubelet judges the pods bound to it by the Node it registered: if that is not
+    # the new one, a pod it admits is this cluster's fault, not the kubelet's.
+    _, registered = story.cluster.request("GET", f"/api/v1/nodes/{SPOT}")
+    labels = registered.get("metadata", {}).get("labels", {})
+    status = registered.get("status", {})
+    assert labels.get(w.POOL) == "spot-2", f"{SPOT} registered with {labels}"
+    assert status.get("allocatable", {}).get("cpu") != status.get("capacity", {}).get("cpu"), status
     _wait_reaped(story)
 
 

@@ -525,7 +525,8 @@ def _return_replaced(story: Story) -> None:
     _reboot(story, SPOT)
     # The kubelet judges the pods bound to it by the Node it registered: if that is not
     # the new one, a pod it admits is this cluster's fault, not the kubelet's.
-    _, registered = story.cluster.request("GET", f"/api/v1/nodes/{SPOT}")
+    found, registered = story.cluster.request("GET", f"/api/v1/nodes/{SPOT}")
+    assert found == 200, f"{SPOT} after it returned: {found} {registered}"
     labels = registered.get("metadata", {}).get("labels", {})
     status = registered.get("status", {})
     assert labels.get(w.POOL) == "spot-2", f"{SPOT} registered with {labels}"

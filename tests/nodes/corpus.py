@@ -143,6 +143,16 @@ def shape(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def container_lost(pod: dict[str, Any]) -> bool:
+    """The kubelet wrote the pod after the runtime had let go of its containers: each is
+    terminated as ContainerStatusUnknown, with no times."""
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    return bool(statuses) and all(
+        (status.get("state", {}).get("terminated") or {}).get("reason") == "ContainerStatusUnknown"
+        for status in statuses
+    )
+
+
 def entries(story: Story) -> list[dict[str, Any]]:
     """One corpus entry per role of the story, in the story's order."""
     origin = story.announced_at.replace(microsecond=0)

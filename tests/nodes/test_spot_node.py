@@ -79,8 +79,16 @@ def _differences(story: Story) -> list[str]:
             lines.append(f"{role}: seen now, not recorded before")
             continue
         old, new = committed[role], found[role]
-        before = (corpus.shape(old.pod), old.verdict, old.deleted_by)
-        now = (corpus.shape(new["pod"]), new["verdict"], new["deletedBy"])
+        shapes = corpus.shape(old.pod), corpus.shape(new["pod"])
+        # A kubelet that kills a pod writes the pod's end before or after the runtime has
+        # let go of its container, from run to run. After, the container is
+        # ContainerStatusUnknown ("could not be located") with no times, and the end is
+        # read from the DisruptionTarget or Ready condition instead of finishedAt.
+        lost = corpus.container_lost(old.pod), corpus.container_lost(new["pod"])
+        if lost[0] != lost[1] and all(shape["time from"] for shape in shapes):
+            shapes[1]["time from"] = shapes[0]["time from"]
+        before = (shapes[0], old.verdict, old.deleted_by)
+        now = (shapes[1], new["verdict"], new["deletedBy"])
         if before != now:
             lines.append(f"{role}: recorded {before}\n    now      {now}")
     return lines

@@ -145,10 +145,14 @@ def shape(pod: dict[str, Any]) -> dict[str, Any]:
 
 def container_lost(pod: dict[str, Any]) -> bool:
     """The kubelet wrote the pod after the runtime had let go of its containers: each is
-    terminated as ContainerStatusUnknown, with no times."""
+    ContainerStatusUnknown, with no times, in its state or (in the first terminal write,
+    the state still waiting) in its last state."""
     statuses = pod.get("status", {}).get("containerStatuses") or []
     return bool(statuses) and all(
-        (status.get("state", {}).get("terminated") or {}).get("reason") == "ContainerStatusUnknown"
+        any(
+            (status.get(key, {}).get("terminated") or {}).get("reason") == "ContainerStatusUnknown"
+            for key in ("state", "lastState")
+        )
         for status in statuses
     )
 
